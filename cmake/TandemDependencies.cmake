@@ -1,0 +1,51 @@
+# Finds the dependencies (all from Debian packages; see scripts/install-deps.sh) and resolves
+# TANDEM_CUDA / TANDEM_MPI into TANDEM_WITH_CUDA / TANDEM_WITH_MPI.
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(OpenMP REQUIRED)
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(ZLIB REQUIRED)
+
+# ---- CUDA ----
+set(TANDEM_WITH_CUDA OFF)
+if(NOT TANDEM_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper (H100/H200) SASS plus PTX so newer GPUs can JIT.
+      set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 knows no C++20 dialect for nvcc 13; kernels and the headers they include are C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    find_package(CUDAToolkit REQUIRED)
+    set(TANDEM_WITH_CUDA ON)
+  elseif(TANDEM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TANDEM_CUDA=ON but no CUDA compiler (nvcc) was found; install the CUDA toolkit "
+                        "or configure with -DTANDEM_CUDA=OFF")
+  endif()
+endif()
+message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA}")
+
+# ---- MPI ----
+set(TANDEM_WITH_MPI OFF)
+if(NOT TANDEM_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(TANDEM_WITH_MPI ON)
+  elseif(TANDEM_MPI STREQUAL "ON")
+    message(FATAL_ERROR "TANDEM_MPI=ON but MPI was not found; apt-get install libopenmpi-dev openmpi-bin")
+  endif()
+endif()
+message(STATUS "Tandem: MPI ${TANDEM_WITH_MPI}")
+
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+endif()

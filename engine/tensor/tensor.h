@@ -1,0 +1,137 @@
+// Tensor: a handle to a strided view of a Storage, with autograd metadata.
+// Copying a Tensor copies the handle (like torch.Tensor in Python); views share storage.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor/device.h"
+#include "engine/tensor/dtype.h"
+#include "engine/tensor/storage.h"
+#include "kernels/tensor_view.h"
+
+namespace tandem {
+
+namespace autograd {
+class Node;
+class AccumulateGrad;
+}  // namespace autograd
+
+constexpr int kMaxDims = 8;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+
+  // autograd
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  int output_nr = 0;                        // which output of grad_fn this is
+  std::weak_ptr<autograd::AccumulateGrad> grad_accumulator;  // leaves only, made on demand
+  // Hooks called after this leaf's .grad is final for a backward pass (DDP buckets).
+  std::vector<std::function<void()>> post_accumulate_hooks;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
+                     Device device = Device::cpu());
+  static Tensor scalar(double value, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor arange(int64_t n, DType dtype = DType::Int64, Device device = Device::cpu());
+  template <typename T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
+                            Device device = Device::cpu());
+  // Random draws from the default generator (or the one given); see philox.h.
+  static Tensor rand(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor randn(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t size(int d) const;  // negative d counts from the end
+  int dim() const { return int(impl().shape.size()); }
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  int64_t offset() const { return impl().offset; }
+  bool is_contiguous() const;
+  std::string shape_str() const;  // "[2, 3]"
+  std::string str() const;        // short description with values (for small tensors)
+  TensorView view_desc() const;   // kernel view (data pointer already offset)
+  void* raw_data() const;
+  template <typename T> T* data_ptr() const;  // checks dtype and CPU
+  template <typename T> std::vector<T> to_vector() const;  // copies to host, converts
+  double item() const;  // one-element tensor as double
+
+  // ---- conversions and copies ----
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor type_as(const Tensor& other) const;  // other's dtype and device
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor detach() const;  // shares storage, no autograd history
+  void copy_(const Tensor& src);  // in place, no autograd; broadcasts src, casts dtype
+  void fill_(double value);       // in place, no autograd
+  void zero_() { fill_(0.0); }
+
+  // ---- views (no copies); differentiable ----
+  Tensor view(const Shape& shape) const;     // requires a compatible layout
+  Tensor reshape(const Shape& shape) const;  // view when possible, else copy
+  Tensor permute(const std::vector<int>& dims) const;
+  Tensor transpose(int d0, int d1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor narrow(int dim, int64_t start, int64_t length) const;
+  Tensor slice(int dim, int64_t start, int64_t end, int64_t step = 1) const;
+  std::vector<Tensor> split(int64_t split_size, int dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int dim = 0) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a dim
+  Tensor unsqueeze(int dim) const;
+  Tensor squeeze(int dim) const;
+  Tensor flatten(int start_dim = 0, int end_dim = -1) const;
+  Tensor select(int dim, int64_t index) const;  // drops dim
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool value = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  Tensor grad() const;  // undefined Tensor when no gradient yet
+  void set_grad(const Tensor& g);
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  // Backpropagates from this tensor: scalar when gradient is undefined, else gradient's shape
+  // must equal ours. Frees the graph unless retain_graph.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // Registers fn to run once this leaf's .grad is final in each backward pass.
+  void register_post_accumulate_grad_hook(std::function<void()> fn) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same_impl(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Row-major contiguous strides for a shape.
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+std::string shape_to_string(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); throws ShapeError naming the op.
+int wrap_dim(int dim, int ndim, const char* op);
+
+}  // namespace tandem
+
+#include "engine/tensor/tensor_inl.h"

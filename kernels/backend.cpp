@@ -1,0 +1,49 @@
+// Default kernel methods: each throws a DeviceError naming the kernel and the backend, so a
+// partially implemented backend (the CUDA one while it grows) fails loudly, never silently.
+#include "kernels/backend.h"
+
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace tandem {
+
+namespace {
+[[noreturn]] void unsupported(const Backend& b, const char* kernel) {
+  throw DeviceError(std::string(kernel) + " is not implemented on the " + b.name() +
+                    " backend yet; run this op on the CPU");
+}
+}  // namespace
+
+void Backend::copy_strided(const TensorView& src, const TensorView& out) { unsupported(*this, "copy_strided"); }
+void Backend::fill(const TensorView& out, double value) { unsupported(*this, "fill"); }
+void Backend::unary(UnaryOp op, const TensorView& x, const TensorView& y, const UnaryParams& p) { unsupported(*this, "unary"); }
+void Backend::unary_backward(UnaryOp op, const TensorView& x, const TensorView& y, const TensorView& gy, const TensorView& gx, const UnaryParams& p) { unsupported(*this, "unary_backward"); }
+void Backend::binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) { unsupported(*this, "binary"); }
+void Backend::where(const TensorView& cond, const TensorView& a, const TensorView& b, const TensorView& out) { unsupported(*this, "where"); }
+void Backend::reduce(ReduceOp op, const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out) { unsupported(*this, "reduce"); }
+void Backend::argmax(const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out, bool is_min) { unsupported(*this, "argmax"); }
+void Backend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c, int64_t stride_c, int64_t batch) { unsupported(*this, "gemm"); }
+void Backend::softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) { unsupported(*this, "softmax"); }
+void Backend::softmax_backward(const TensorView& y, const TensorView& gy, int64_t rows, int64_t cols, const TensorView& gx, bool log) { unsupported(*this, "softmax_backward"); }
+void Backend::conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p, const TensorView& y) { unsupported(*this, "conv2d"); }
+void Backend::conv2d_backward(const TensorView& x, const TensorView& w, const TensorView& gy, const Conv2dParams& p, const TensorView* gx, const TensorView* gw, const TensorView* gb) { unsupported(*this, "conv2d_backward"); }
+void Backend::max_pool2d(const TensorView& x, const Pool2dParams& p, const TensorView& y, const TensorView& indices) { unsupported(*this, "max_pool2d"); }
+void Backend::max_pool2d_backward(const TensorView& gy, const TensorView& indices, const TensorView& gx) { unsupported(*this, "max_pool2d_backward"); }
+void Backend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const TensorView& y) { unsupported(*this, "avg_pool2d"); }
+void Backend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& p, const TensorView& gx) { unsupported(*this, "avg_pool2d_backward"); }
+void Backend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c, int64_t inner, const TensorView* gamma, const TensorView* beta, double eps, const TensorView& y, const TensorView& save_mean, const TensorView& save_invstd) { unsupported(*this, "batch_norm_train"); }
+void Backend::batch_norm_apply(const TensorView& x, int64_t outer, int64_t c, int64_t inner, const TensorView& mean, const TensorView& invstd, const TensorView* gamma, const TensorView* beta, const TensorView& y) { unsupported(*this, "batch_norm_apply"); }
+void Backend::batch_norm_backward(const TensorView& x, const TensorView& gy, int64_t outer, int64_t c, int64_t inner, const TensorView& save_mean, const TensorView& save_invstd, const TensorView* gamma, const TensorView& gx, const TensorView* ggamma, const TensorView* gbeta) { unsupported(*this, "batch_norm_backward"); }
+void Backend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, const TensorView* gamma, const TensorView* beta, double eps, const TensorView& y, const TensorView& save_mean, const TensorView& save_invstd) { unsupported(*this, "layer_norm"); }
+void Backend::layer_norm_backward(const TensorView& x, const TensorView& gy, int64_t rows, int64_t cols, const TensorView& save_mean, const TensorView& save_invstd, const TensorView* gamma, const TensorView& gx, const TensorView* ggamma, const TensorView* gbeta) { unsupported(*this, "layer_norm_backward"); }
+void Backend::random_fill(const TensorView& out, uint64_t seed, uint64_t offset, bool normal, double a, double b) { unsupported(*this, "random_fill"); }
+void Backend::dropout(const TensorView& x, double p, uint64_t seed, uint64_t offset, const TensorView& y, const TensorView& mask) { unsupported(*this, "dropout"); }
+void Backend::embedding(const TensorView& weight, const TensorView& idx, const TensorView& y) { unsupported(*this, "embedding"); }
+void Backend::embedding_backward(const TensorView& gy, const TensorView& idx, const TensorView& gw) { unsupported(*this, "embedding_backward"); }
+void Backend::nll_rows(const TensorView& logp, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& loss, const TensorView& valid) { unsupported(*this, "nll_rows"); }
+void Backend::nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& glogp) { unsupported(*this, "nll_rows_backward"); }
+void Backend::sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) { unsupported(*this, "sgd_step"); }
+void Backend::adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) { unsupported(*this, "adam_step"); }
+
+}  // namespace tandem

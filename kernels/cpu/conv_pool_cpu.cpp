@@ -1,0 +1,258 @@
+// conv2d (NCHW, groups = 1) as im2col + GEMM per image, and 2-D max/avg pooling.
+// x [N,C,H,W], w [OC,C,KH,KW], y [N,OC,OH,OW], OH = (H + 2ph - dh(KH-1) - 1)/sh + 1.
+// Images are spread over threads, each with its own column buffer; weight gradients are summed
+// per thread and then across threads in thread order (deterministic for a fixed thread count).
+#include <Eigen/Core>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tandem {
+
+namespace {
+
+struct ConvGeom {
+  int64_t N, C, H, W, OC, KH, KW, OH, OW;
+  int64_t ck() const { return C * KH * KW; }
+  int64_t ohw() const { return OH * OW; }
+};
+
+ConvGeom geometry(const TensorView& x, const TensorView& w, const TensorView& y) {
+  return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3]};
+}
+
+// col[(c*KH + kh)*KW + kw, oh*OW + ow] = x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw] (0 outside).
+template <typename T>
+void im2col(const T* x, const ConvGeom& g, const Conv2dParams& p, T* col) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* dst = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
+          T* row = dst + oh * g.OW;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(row, row + g.OW, T(0));
+            continue;
+          }
+          const T* src = x + (c * g.H + ih) * g.W;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
+            row[ow] = (iw >= 0 && iw < g.W) ? src[iw] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: x[c, ih, iw] += col[...] for every window position that read it.
+template <typename T>
+void col2im(const T* col, const ConvGeom& g, const Conv2dParams& p, T* x) {
+  std::fill(x, x + g.C * g.H * g.W, T(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const T* src = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
+          if (ih < 0 || ih >= g.H) continue;
+          T* dst = x + (c * g.H + ih) * g.W;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dil_w;
+            if (iw >= 0 && iw < g.W) dst[iw] += src[oh * g.OW + ow];
+          }
+        }
+      }
+}
+
+template <typename T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using MapC = Eigen::Map<const RowMat<T>>;
+template <typename T>
+using MapM = Eigen::Map<RowMat<T>>;
+
+}  // namespace
+
+void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p,
+                        const TensorView& y) {
+  cpu::dispatch_float(x.dtype, "conv2d", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const ConvGeom g = geometry(x, w, y);
+    const T* xp = x.ptr<T>();
+    const T* bp = bias ? bias->ptr<T>() : nullptr;
+    T* yp = y.ptr<T>();
+    MapC<T> W(w.ptr<T>(), g.OC, g.ck());
+#pragma omp parallel if (g.N > 1)
+    {
+      std::vector<T> col(static_cast<size_t>(g.ck() * g.ohw()));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < g.N; ++n) {
+        im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
+        MapM<T> Y(yp + n * g.OC * g.ohw(), g.OC, g.ohw());
+        Y.noalias() = W * MapC<T>(col.data(), g.ck(), g.ohw());
+        if (bp)
+          for (int64_t o = 0; o < g.OC; ++o) Y.row(o).array() += bp[o];
+      }
+    }
+  });
+}
+
+void CpuBackend::conv2d_backward(const TensorView& x, const TensorView& w, const TensorView& gy,
+                                 const Conv2dParams& p, const TensorView* gx, const TensorView* gw,
+                                 const TensorView* gb) {
+  cpu::dispatch_float(x.dtype, "conv2d_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const ConvGeom g = geometry(x, w, gy);
+    const T* xp = x.ptr<T>();
+    const T* gyp = gy.ptr<T>();
+    MapC<T> W(w.ptr<T>(), g.OC, g.ck());
+    const int threads = g.N > 1 ? omp_get_max_threads() : 1;
+    std::vector<RowMat<T>> gw_part(static_cast<size_t>(threads));
+    std::vector<std::vector<double>> gb_part(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num();
+      std::vector<T> col(static_cast<size_t>(g.ck() * g.ohw()));
+      if (gw) gw_part[size_t(t)] = RowMat<T>::Zero(g.OC, g.ck());
+      if (gb) gb_part[size_t(t)].assign(size_t(g.OC), 0.0);
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < g.N; ++n) {
+        MapC<T> GY(gyp + n * g.OC * g.ohw(), g.OC, g.ohw());
+        if (gw) {
+          im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
+          gw_part[size_t(t)].noalias() += GY * MapC<T>(col.data(), g.ck(), g.ohw()).transpose();
+        }
+        if (gb)
+          for (int64_t o = 0; o < g.OC; ++o) gb_part[size_t(t)][size_t(o)] += double(GY.row(o).sum());
+        if (gx) {
+          MapM<T> COL(col.data(), g.ck(), g.ohw());
+          COL.noalias() = W.transpose() * GY;
+          col2im(col.data(), g, p, gx->ptr<T>() + n * g.C * g.H * g.W);
+        }
+      }
+    }
+    if (gw) {
+      MapM<T> GW(gw->ptr<T>(), g.OC, g.ck());
+      GW.setZero();
+      for (int t = 0; t < threads; ++t)
+        if (gw_part[size_t(t)].size()) GW += gw_part[size_t(t)];
+    }
+    if (gb)
+      for (int64_t o = 0; o < g.OC; ++o) {
+        double s = 0;
+        for (int t = 0; t < threads; ++t)
+          if (!gb_part[size_t(t)].empty()) s += gb_part[size_t(t)][size_t(o)];
+        gb->ptr<T>()[o] = T(s);
+      }
+  });
+}
+
+void CpuBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const TensorView& y,
+                            const TensorView& indices) {
+  cpu::dispatch_float(x.dtype, "max_pool2d", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const int64_t planes = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = y.shape[2], OW = y.shape[3];
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+    int64_t* ip = indices.ptr<int64_t>();
+#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const T* in = xp + pl * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t arg = -1;
+          for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
+            const int64_t ih = oh * p.stride_h - p.pad_h + kh;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
+              const int64_t iw = ow * p.stride_w - p.pad_w + kw;
+              if (iw < 0 || iw >= W) continue;
+              const T v = in[ih * W + iw];
+              if (arg < 0 || v > best || v != v) {
+                best = v;
+                arg = ih * W + iw;
+                if (v != v) break;
+              }
+            }
+          }
+          yp[(pl * OH + oh) * OW + ow] = best;
+          ip[(pl * OH + oh) * OW + ow] = arg;
+        }
+    }
+  });
+}
+
+void CpuBackend::max_pool2d_backward(const TensorView& gy, const TensorView& indices, const TensorView& gx) {
+  cpu::dispatch_float(gy.dtype, "max_pool2d_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const int64_t planes = gx.shape[0] * gx.shape[1], HW = gx.shape[2] * gx.shape[3];
+    const int64_t OHW = gy.shape[2] * gy.shape[3];
+    const T* g = gy.ptr<T>();
+    const int64_t* ip = indices.ptr<int64_t>();
+    T* o = gx.ptr<T>();
+#pragma omp parallel for schedule(static) if (planes * HW >= cpu::kParallelGrain)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      T* dst = o + pl * HW;
+      std::fill(dst, dst + HW, T(0));
+      for (int64_t i = 0; i < OHW; ++i) dst[ip[pl * OHW + i]] += g[pl * OHW + i];
+    }
+  });
+}
+
+namespace {
+// The window of output (oh, ow) in avg pooling, clipped as PyTorch does, and its divisor.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+inline AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
+  int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+  int64_t h1 = std::min(h0 + p.kernel_h, H + p.pad_h), w1 = std::min(w0 + p.kernel_w, W + p.pad_w);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, H);
+  w1 = std::min(w1, W);
+  return {h0, h1, w0, w1, p.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
+}
+}  // namespace
+
+void CpuBackend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const TensorView& y) {
+  cpu::dispatch_float(x.dtype, "avg_pool2d", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const int64_t planes = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = y.shape[2], OW = y.shape[3];
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const AvgWindow win = avg_window(oh, ow, H, W, p);
+          double s = 0;
+          for (int64_t ih = win.h0; ih < win.h1; ++ih)
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) s += xp[(pl * H + ih) * W + iw];
+          yp[(pl * OH + oh) * OW + ow] = T(s / double(win.divisor));
+        }
+  });
+}
+
+void CpuBackend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& p, const TensorView& gx) {
+  cpu::dispatch_float(gy.dtype, "avg_pool2d_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const int64_t planes = gx.shape[0] * gx.shape[1], H = gx.shape[2], W = gx.shape[3];
+    const int64_t OH = gy.shape[2], OW = gy.shape[3];
+    const T* g = gy.ptr<T>();
+    T* o = gx.ptr<T>();
+#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      T* dst = o + pl * H * W;
+      std::fill(dst, dst + H * W, T(0));
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const AvgWindow win = avg_window(oh, ow, H, W, p);
+          const T share = g[(pl * OH + oh) * OW + ow] / T(win.divisor);
+          for (int64_t ih = win.h0; ih < win.h1; ++ih)
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) dst[ih * W + iw] += share;
+        }
+    }
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,193 @@
+// Elementwise CPU kernels. Unary ops run on contiguous buffers in per-thread chunks through
+// Eigen arrays (vectorized exp/log/tanh/logistic); binary ops and where walk broadcast strides
+// with cpu::for_each_row, whose rows are tight loops the compiler vectorizes.
+#include <Eigen/Core>
+#include <cmath>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/strided_cpu.h"
+
+namespace tandem {
+
+namespace {
+
+template <typename T> using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+template <typename T> using CMap = Eigen::Map<const Arr<T>>;
+template <typename T> using MMap = Eigen::Map<Arr<T>>;
+
+// Runs fn(begin, count) over [0, n) in one chunk per thread.
+template <typename Fn>
+void parallel_chunks(int64_t n, Fn&& fn) {
+  if (n < cpu::kParallelGrain) {
+    if (n > 0) fn(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int threads = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t per = (n + threads - 1) / threads;
+    int64_t begin = std::min<int64_t>(n, per * t), end = std::min<int64_t>(n, begin + per);
+    if (end > begin) fn(begin, end - begin);
+  }
+}
+
+constexpr double kSqrt2 = 1.4142135623730951;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+
+template <typename T>
+void unary_chunk(UnaryOp op, const T* xp, T* yp, int64_t n, const UnaryParams& p) {
+  CMap<T> x(xp, n);
+  MMap<T> y(yp, n);
+  switch (op) {
+    case UnaryOp::Neg: y = -x; break;
+    case UnaryOp::Exp: y = x.exp(); break;
+    case UnaryOp::Log: y = x.log(); break;
+    case UnaryOp::Sqrt: y = x.sqrt(); break;
+    case UnaryOp::Abs: y = x.abs(); break;
+    case UnaryOp::Relu: y = x.max(T(0)); break;
+    case UnaryOp::Sigmoid: y = x.logistic(); break;
+    case UnaryOp::Tanh: y = x.tanh(); break;
+    case UnaryOp::Gelu:
+      for (int64_t i = 0; i < n; ++i) yp[i] = T(0.5) * xp[i] * (T(1) + std::erf(xp[i] / T(kSqrt2)));
+      break;
+    case UnaryOp::GeluTanh: {
+      Arr<T> inner = (T(kSqrt2OverPi) * (x + T(0.044715) * x.cube())).tanh();
+      y = T(0.5) * x * (T(1) + inner);
+      break;
+    }
+    case UnaryOp::Pow: y = x.pow(T(p.scalar)); break;
+    case UnaryOp::Clamp: y = x.max(T(p.lo)).min(T(p.hi)); break;
+    case UnaryOp::Affine: y = T(p.alpha) * x + T(p.beta); break;
+    case UnaryOp::Reciprocal: y = T(p.alpha) / x; break;
+  }
+}
+
+template <typename T>
+void unary_backward_chunk(UnaryOp op, const T* xp, const T* yp, const T* gyp, T* gxp, int64_t n,
+                          const UnaryParams& p) {
+  CMap<T> x(xp, n), gy(gyp, n);
+  MMap<T> gx(gxp, n);
+  switch (op) {
+    case UnaryOp::Neg: gx = -gy; break;
+    case UnaryOp::Exp: gx = gy * CMap<T>(yp, n); break;
+    case UnaryOp::Log: gx = gy / x; break;
+    case UnaryOp::Sqrt: gx = gy / (T(2) * CMap<T>(yp, n)); break;
+    case UnaryOp::Abs: gx = gy * x.sign(); break;
+    case UnaryOp::Relu: gx = (x > T(0)).select(gy, T(0)); break;
+    case UnaryOp::Sigmoid: { CMap<T> y(yp, n); gx = gy * y * (T(1) - y); break; }
+    case UnaryOp::Tanh: { CMap<T> y(yp, n); gx = gy * (T(1) - y.square()); break; }
+    case UnaryOp::Gelu:
+      for (int64_t i = 0; i < n; ++i) {
+        T v = xp[i];
+        T cdf = T(0.5) * (T(1) + std::erf(v / T(kSqrt2)));
+        T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+        gxp[i] = gyp[i] * (cdf + v * pdf);
+      }
+      break;
+    case UnaryOp::GeluTanh: {
+      Arr<T> u = T(kSqrt2OverPi) * (x + T(0.044715) * x.cube());
+      Arr<T> th = u.tanh();
+      Arr<T> du = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x.square());
+      gx = gy * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th.square()) * du);
+      break;
+    }
+    case UnaryOp::Pow: gx = gy * T(p.scalar) * x.pow(T(p.scalar - 1)); break;
+    case UnaryOp::Clamp: gx = (x >= T(p.lo) && x <= T(p.hi)).select(gy, T(0)); break;
+    case UnaryOp::Affine: gx = T(p.alpha) * gy; break;
+    case UnaryOp::Reciprocal: gx = -T(p.alpha) * gy / x.square(); break;
+  }
+}
+
+template <typename T, typename Out, typename F>
+void binary_loop(const TensorView& a, const TensorView& b, const TensorView& out, F f) {
+  const T* ap = a.ptr<T>();
+  const T* bp = b.ptr<T>();
+  Out* op = out.ptr<Out>();
+  cpu::for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides},
+                       [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+                         const T* x = ap + off[0];
+                         const T* y = bp + off[1];
+                         Out* z = op + off[2];
+                         if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                           for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+                         } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+                           const T yv = *y;
+                           for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], yv);
+                         } else if (st[0] == 0 && st[1] == 1 && st[2] == 1) {
+                           const T xv = *x;
+                           for (int64_t i = 0; i < n; ++i) z[i] = f(xv, y[i]);
+                         } else {
+                           for (int64_t i = 0; i < n; ++i) z[i * st[2]] = f(x[i * st[0]], y[i * st[1]]);
+                         }
+                       });
+}
+
+template <typename T>
+void binary_typed(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  switch (op) {
+    case BinaryOp::Add: return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(x + y); });
+    case BinaryOp::Sub: return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(x - y); });
+    case BinaryOp::Mul: return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(x * y); });
+    case BinaryOp::Div:
+      if constexpr (std::is_floating_point_v<T>) {
+        return binary_loop<T, T>(a, b, out, [](T x, T y) { return x / y; });
+      } else {
+        throw DTypeError("div on integer tensors is not supported; cast to a float type first");
+      }
+    case BinaryOp::Pow:
+      return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(std::pow(double(x), double(y))); });
+    case BinaryOp::Maximum: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x > y || x != x ? x : y; });
+    case BinaryOp::Minimum: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x < y || x != x ? x : y; });
+    case BinaryOp::Eq: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x == y); });
+    case BinaryOp::Ne: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x != y); });
+    case BinaryOp::Lt: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x < y); });
+    case BinaryOp::Le: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x <= y); });
+    case BinaryOp::Gt: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x > y); });
+    case BinaryOp::Ge: return binary_loop<T, uint8_t>(a, b, out, [](T x, T y) { return uint8_t(x >= y); });
+  }
+}
+
+}  // namespace
+
+void CpuBackend::unary(UnaryOp op, const TensorView& x, const TensorView& y, const UnaryParams& p) {
+  cpu::dispatch_float(x.dtype, "unary", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+    parallel_chunks(x.numel(), [&](int64_t b, int64_t n) { unary_chunk<T>(op, xp + b, yp + b, n, p); });
+  });
+}
+
+void CpuBackend::unary_backward(UnaryOp op, const TensorView& x, const TensorView& y, const TensorView& gy,
+                                const TensorView& gx, const UnaryParams& p) {
+  cpu::dispatch_float(x.dtype, "unary_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    const T* yp = y.data ? y.ptr<T>() : nullptr;
+    const T* gyp = gy.ptr<T>();
+    T* gxp = gx.ptr<T>();
+    parallel_chunks(x.numel(), [&](int64_t b, int64_t n) {
+      unary_backward_chunk<T>(op, xp + b, yp ? yp + b : nullptr, gyp + b, gxp + b, n, p);
+    });
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  cpu::dispatch_all(a.dtype, "binary", [&](auto tag_) { using T = TANDEM_TYPE(tag_); binary_typed<T>(op, a, b, out); });
+}
+
+void CpuBackend::where(const TensorView& cond, const TensorView& a, const TensorView& b, const TensorView& out) {
+  cpu::dispatch_all(a.dtype, "where", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const uint8_t* cp = cond.ptr<uint8_t>();
+    const T* ap = a.ptr<T>();
+    const T* bp = b.ptr<T>();
+    T* op = out.ptr<T>();
+    cpu::for_each_row<4>(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
+                         [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+                           for (int64_t i = 0; i < n; ++i)
+                             op[off[3] + i * st[3]] = cp[off[0] + i * st[0]] ? ap[off[1] + i * st[1]]
+                                                                            : bp[off[2] + i * st[2]];
+                         });
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,167 @@
+// Batch norm over x viewed as [outer, C, inner] (statistics per channel over outer*inner
+// elements) and layer norm over rows of x viewed as [rows, cols]. Statistics accumulate in
+// double; variance is the biased one (divide by the count), as both PyTorch ops normalize.
+// Backward (xhat = (x - mean) * invstd, M elements per statistic, g = gy * gamma):
+//   gx = invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)),
+//   ggamma = sum(gy * xhat), gbeta = sum(gy).
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tandem {
+
+void CpuBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c, int64_t inner,
+                                  const TensorView* gamma, const TensorView* beta, double eps, const TensorView& y,
+                                  const TensorView& save_mean, const TensorView& save_invstd) {
+  cpu::dispatch_float(x.dtype, "batch_norm", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    T* mp = save_mean.ptr<T>();
+    T* ip = save_invstd.ptr<T>();
+    const double M = double(outer * inner);
+#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double s = 0;
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* row = xp + (o * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) s += row[i];
+      }
+      const double mean = s / M;
+      double v = 0;
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* row = xp + (o * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) v += (row[i] - mean) * (row[i] - mean);
+      }
+      mp[ch] = T(mean);
+      ip[ch] = T(1.0 / std::sqrt(v / M + eps));
+    }
+  });
+  batch_norm_apply(x, outer, c, inner, save_mean, save_invstd, gamma, beta, y);
+}
+
+void CpuBackend::batch_norm_apply(const TensorView& x, int64_t outer, int64_t c, int64_t inner,
+                                  const TensorView& mean, const TensorView& invstd, const TensorView* gamma,
+                                  const TensorView* beta, const TensorView& y) {
+  cpu::dispatch_float(x.dtype, "batch_norm", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
+    for (int64_t oc = 0; oc < outer * c; ++oc) {
+      const int64_t ch = oc % c;
+      const T scale = invstd.ptr<T>()[ch] * (gamma ? gamma->ptr<T>()[ch] : T(1));
+      const T shift = (beta ? beta->ptr<T>()[ch] : T(0)) - mean.ptr<T>()[ch] * scale;
+      const T* in = xp + oc * inner;
+      T* out = yp + oc * inner;
+      for (int64_t i = 0; i < inner; ++i) out[i] = in[i] * scale + shift;
+    }
+  });
+}
+
+void CpuBackend::batch_norm_backward(const TensorView& x, const TensorView& gy, int64_t outer, int64_t c,
+                                     int64_t inner, const TensorView& save_mean, const TensorView& save_invstd,
+                                     const TensorView* gamma, const TensorView& gx, const TensorView* ggamma,
+                                     const TensorView* gbeta) {
+  cpu::dispatch_float(x.dtype, "batch_norm_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    const T* gp = gy.ptr<T>();
+    T* gxp = gx.ptr<T>();
+    const double M = double(outer * inner);
+#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double mean = save_mean.ptr<T>()[ch], inv = save_invstd.ptr<T>()[ch];
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t base = (o * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          sum_g += gp[base + i];
+          sum_gx += gp[base + i] * (xp[base + i] - mean) * inv;
+        }
+      }
+      if (ggamma) ggamma->ptr<T>()[ch] = T(sum_gx);
+      if (gbeta) gbeta->ptr<T>()[ch] = T(sum_g);
+      const double gam = gamma ? double(gamma->ptr<T>()[ch]) : 1.0;
+      const double k = gam * inv / M;
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t base = (o * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          const double xhat = (xp[base + i] - mean) * inv;
+          gxp[base + i] = T(k * (M * gp[base + i] - sum_g - xhat * sum_gx));
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, const TensorView* gamma,
+                            const TensorView* beta, double eps, const TensorView& y, const TensorView& save_mean,
+                            const TensorView& save_invstd) {
+  cpu::dispatch_float(x.dtype, "layer_norm", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+    const T* gam = gamma ? gamma->ptr<T>() : nullptr;
+    const T* bet = beta ? beta->ptr<T>() : nullptr;
+#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* in = xp + r * cols;
+      double s = 0, v = 0;
+      for (int64_t j = 0; j < cols; ++j) s += in[j];
+      const double mean = s / double(cols);
+      for (int64_t j = 0; j < cols; ++j) v += (in[j] - mean) * (in[j] - mean);
+      const double inv = 1.0 / std::sqrt(v / double(cols) + eps);
+      save_mean.ptr<T>()[r] = T(mean);
+      save_invstd.ptr<T>()[r] = T(inv);
+      T* out = yp + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        T h = T((in[j] - mean) * inv);
+        out[j] = h * (gam ? gam[j] : T(1)) + (bet ? bet[j] : T(0));
+      }
+    }
+  });
+}
+
+void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, int64_t rows, int64_t cols,
+                                     const TensorView& save_mean, const TensorView& save_invstd,
+                                     const TensorView* gamma, const TensorView& gx, const TensorView* ggamma,
+                                     const TensorView* gbeta) {
+  cpu::dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    const T* gp = gy.ptr<T>();
+    T* gxp = gx.ptr<T>();
+    const T* gam = gamma ? gamma->ptr<T>() : nullptr;
+#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
+      const T* in = xp + r * cols;
+      const T* g = gp + r * cols;
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double gj = g[j] * (gam ? gam[j] : T(1));
+        sum_g += gj;
+        sum_gx += gj * (in[j] - mean) * inv;
+      }
+      const double M = double(cols);
+      for (int64_t j = 0; j < cols; ++j) {
+        const double gj = g[j] * (gam ? gam[j] : T(1));
+        gxp[r * cols + j] = T(inv / M * (M * gj - sum_g - (in[j] - mean) * inv * sum_gx));
+      }
+    }
+    // Parameter gradients: column sums over rows, serial in row order (deterministic).
+    if (ggamma || gbeta) {
+      std::vector<double> sg(size_t(cols), 0.0), sb(size_t(cols), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
+        for (int64_t j = 0; j < cols; ++j) {
+          const double g = gp[r * cols + j];
+          sg[size_t(j)] += g * (xp[r * cols + j] - mean) * inv;
+          sb[size_t(j)] += g;
+        }
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        if (ggamma) ggamma->ptr<T>()[j] = T(sg[size_t(j)]);
+        if (gbeta) gbeta->ptr<T>()[j] = T(sb[size_t(j)]);
+      }
+    }
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,155 @@
+// Reductions over the middle axis of x viewed as [outer, r, inner], argmax/argmin, and the
+// row-wise softmax family. Sums accumulate in double (float32 inputs too) in a fixed order,
+// so results are deterministic and independent of the thread count.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tandem {
+
+namespace {
+
+template <typename T>
+void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t r, int64_t inner, T* out) {
+  const bool parallel = outer * r * inner >= cpu::kParallelGrain;
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (parallel && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* row = x + o * r;
+      if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+        double acc = 0;
+        for (int64_t i = 0; i < r; ++i) acc += row[i];
+        out[o] = T(op == ReduceOp::Mean ? acc / double(r) : acc);
+      } else {
+        T best = row[0];
+        for (int64_t i = 1; i < r; ++i) {
+          T v = row[i];
+          if (v != v) { best = v; break; }  // NaN propagates, as in PyTorch
+          best = op == ReduceOp::Max ? std::max(best, v) : std::min(best, v);
+        }
+        out[o] = best;
+      }
+    }
+    return;
+  }
+  // inner > 1: accumulate whole rows of length `inner` (vectorizes over inner).
+#pragma omp parallel for schedule(static) if (parallel && outer * inner > 1)
+  for (int64_t oj = 0; oj < outer * ((inner + 255) / 256); ++oj) {
+    const int64_t blocks = (inner + 255) / 256;
+    const int64_t o = oj / blocks, j0 = (oj % blocks) * 256, j1 = std::min(inner, j0 + 256);
+    const T* base = x + o * r * inner;
+    T* dst = out + o * inner;
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+      double acc[256] = {0};
+      for (int64_t i = 0; i < r; ++i) {
+        const T* row = base + i * inner;
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+      }
+      for (int64_t j = j0; j < j1; ++j) dst[j] = T(op == ReduceOp::Mean ? acc[j - j0] / double(r) : acc[j - j0]);
+    } else {
+      for (int64_t j = j0; j < j1; ++j) dst[j] = base[j];
+      for (int64_t i = 1; i < r; ++i) {
+        const T* row = base + i * inner;
+        for (int64_t j = j0; j < j1; ++j) {
+          T v = row[j], b = dst[j];
+          dst[j] = (b != b) ? b : (v != v) ? v : (op == ReduceOp::Max ? std::max(b, v) : std::min(b, v));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const TensorView& x, int64_t outer, int64_t r, int64_t inner,
+                        const TensorView& out) {
+  if (x.dtype == DType::Int64 && (op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
+    const int64_t* xp = x.ptr<int64_t>();
+    int64_t* o = out.ptr<int64_t>();
+    for (int64_t a = 0; a < outer; ++a)
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t acc = op == ReduceOp::Sum ? 0 : xp[a * r * inner + j];
+        for (int64_t i = 0; i < r; ++i) {
+          int64_t v = xp[(a * r + i) * inner + j];
+          acc = op == ReduceOp::Sum ? acc + v : op == ReduceOp::Max ? std::max(acc, v) : std::min(acc, v);
+        }
+        o[a * inner + j] = acc;
+      }
+    return;
+  }
+  cpu::dispatch_float(x.dtype, "reduce", [&](auto tag_) { using T = TANDEM_TYPE(tag_); reduce_typed<T>(op, x.ptr<T>(), outer, r, inner, out.ptr<T>()); });
+}
+
+void CpuBackend::argmax(const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out,
+                        bool is_min) {
+  cpu::dispatch_all(x.dtype, "argmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    int64_t* o = out.ptr<int64_t>();
+#pragma omp parallel for schedule(static) if (outer * r * inner >= cpu::kParallelGrain)
+    for (int64_t a = 0; a < outer; ++a)
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t best = 0;
+        T bv = xp[a * r * inner + j];
+        for (int64_t i = 1; i < r && bv == bv; ++i) {
+          T v = xp[(a * r + i) * inner + j];
+          if (v != v || (is_min ? v < bv : v > bv)) { bv = v; best = i; }  // first NaN wins
+        }
+        o[a * inner + j] = best;
+      }
+  });
+}
+
+void CpuBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) {
+  cpu::dispatch_float(x.dtype, "softmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* in = xp + i * cols;
+      T* o = yp + i * cols;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < cols; ++j) m = std::max(m, in[j]);
+      if (std::isinf(m) && m < 0) m = 0;  // an all -inf row stays finite where it can
+      double s = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        T e = std::exp(in[j] - m);
+        if (!log) o[j] = e;
+        s += e;
+      }
+      if (log) {
+        T lse = m + T(std::log(s));
+        for (int64_t j = 0; j < cols; ++j) o[j] = in[j] - lse;
+      } else {
+        T inv = T(1.0 / s);
+        for (int64_t j = 0; j < cols; ++j) o[j] *= inv;
+      }
+    }
+  });
+}
+
+void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int64_t rows, int64_t cols,
+                                  const TensorView& gx, bool log) {
+  cpu::dispatch_float(y.dtype, "softmax_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    const T* yp = y.ptr<T>();
+    const T* gp = gy.ptr<T>();
+    T* o = gx.ptr<T>();
+#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* yr = yp + i * cols;
+      const T* gr = gp + i * cols;
+      T* orow = o + i * cols;
+      double s = 0;
+      if (log) {  // gx = gy - softmax * sum(gy)
+        for (int64_t j = 0; j < cols; ++j) s += gr[j];
+        for (int64_t j = 0; j < cols; ++j) orow[j] = gr[j] - std::exp(yr[j]) * T(s);
+      } else {    // gx = y * (gy - sum(gy * y))
+        for (int64_t j = 0; j < cols; ++j) s += double(gr[j]) * yr[j];
+        for (int64_t j = 0; j < cols; ++j) orow[j] = yr[j] * (gr[j] - T(s));
+      }
+    }
+  });
+}
+
+}  // namespace tandem
