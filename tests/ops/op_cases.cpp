@@ -1,0 +1,295 @@
+// The op table: one entry per op (and per interesting variant). Shapes are drawn per seed;
+// values avoid the kinks of non-smooth ops only by being continuous random draws.
+#include "engine/tensor/generator.h"
+#include "op_harness.h"
+
+namespace tandem::testing {
+
+namespace {
+
+using Inputs = std::vector<Tensor>;
+using Rng = std::mt19937;
+
+// [a, b] or [a, 1] style broadcasting pairs with odd sizes.
+std::pair<Shape, Shape> broadcast_pair(Rng& rng) {
+  int64_t a = rand_dim(rng, 1, 5), b = rand_dim(rng, 1, 7), c = rand_dim(rng, 2, 3);
+  switch (rng() % 4) {
+    case 0: return {{a, b}, {a, b}};
+    case 1: return {{c, a, b}, {b}};
+    case 2: return {{a, 1}, {c, 1, b}};
+    default: return {{a, b}, {}};
+  }
+}
+
+OpCase binary(const std::string& name, Tensor (*fn)(const Tensor&, const Tensor&), bool positive_b = false) {
+  return {name,
+          [positive_b](Rng& rng, DType dt) {
+            auto [sa, sb] = broadcast_pair(rng);
+            return Inputs{randn64(sa, dt, rng), positive_b ? positive(sb, dt, rng) : randn64(sb, dt, rng)};
+          },
+          [fn](const Inputs& in) { return fn(in[0], in[1]); }};
+}
+
+OpCase unary(const std::string& name, std::function<Tensor(const Tensor&)> fn, bool positive_x = false) {
+  return {name,
+          [positive_x](Rng& rng, DType dt) {
+            Shape s{rand_dim(rng, 1, 4), rand_dim(rng, 1, 9)};
+            return Inputs{positive_x ? positive(s, dt, rng) : randn64(s, dt, rng)};
+          },
+          [fn](const Inputs& in) { return fn(in[0]); }};
+}
+
+Shape random_shape(Rng& rng, int ndim, int64_t lo, int64_t hi) {
+  Shape s;
+  for (int i = 0; i < ndim; ++i) s.push_back(rand_dim(rng, lo, hi));
+  return s;
+}
+
+Tensor class_targets(Rng& rng, const Shape& shape, int64_t classes, int64_t ignore_index = -100, bool with_ignored = false) {
+  std::vector<int64_t> t(size_t(shape_numel(shape)));
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = (with_ignored && i % 3 == 1) ? ignore_index : rand_dim(rng, 0, classes - 1);
+  if (with_ignored && !t.empty()) t[0] = rand_dim(rng, 0, classes - 1);  // at least one counted row
+  return Tensor::from_vector(t, shape);
+}
+
+std::vector<OpCase> build_cases() {
+  std::vector<OpCase> c;
+  // ---- elementwise binary (broadcasting) ----
+  c.push_back(binary("add", add));
+  c.push_back(binary("sub", sub));
+  c.push_back(binary("mul", mul));
+  c.push_back(binary("div", div, true));
+  c.push_back({"pow_tensor",
+               [](Rng& rng, DType dt) {
+                 auto [sa, sb] = broadcast_pair(rng);
+                 return Inputs{positive(sa, dt, rng), randn64(sb, dt, rng)};
+               },
+               [](const Inputs& in) { return pow(in[0], in[1]); }});
+  c.push_back(binary("maximum", maximum));
+  c.push_back(binary("minimum", minimum));
+  // ---- elementwise unary ----
+  c.push_back(unary("neg", [](const Tensor& x) { return neg(x); }));
+  c.push_back(unary("exp", [](const Tensor& x) { return exp(x); }));
+  c.push_back(unary("log", [](const Tensor& x) { return log(x); }, true));
+  c.push_back(unary("sqrt", [](const Tensor& x) { return sqrt(x); }, true));
+  c.push_back(unary("pow_scalar", [](const Tensor& x) { return pow(x, 2.5); }, true));
+  c.push_back(unary("abs", [](const Tensor& x) { return abs(x); }));
+  c.push_back(unary("clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }));
+  c.push_back(unary("relu", [](const Tensor& x) { return relu(x); }));
+  c.push_back(unary("gelu", [](const Tensor& x) { return gelu(x); }));
+  c.push_back(unary("gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }));
+  c.push_back(unary("sigmoid", [](const Tensor& x) { return sigmoid(x); }));
+  c.push_back(unary("tanh", [](const Tensor& x) { return tanh(x); }));
+  c.push_back(unary("affine", [](const Tensor& x) { return 3.0 - x * 1.5 + 0.25; }));
+  c.push_back(unary("reciprocal", [](const Tensor& x) { return 2.0 / x; }, true));
+  c.push_back(unary("cast", [](const Tensor& x) { return cast(x, x.dtype()) * 1.0; }));
+  // ---- selection ----
+  c.push_back({"where",
+               [](Rng& rng, DType dt) {
+                 auto [sa, sb] = broadcast_pair(rng);
+                 Tensor a = randn64(sa, dt, rng);
+                 return Inputs{a, randn64(sb, dt, rng), gt(randn64(sa, dt, rng), Tensor::zeros({}, dt))};
+               },
+               [](const Inputs& in) { return where(in[2], in[0], in[1]); }});
+  c.push_back({"masked_fill",
+               [](Rng& rng, DType dt) {
+                 Shape s = random_shape(rng, 3, 1, 4);
+                 Shape ms{1, s[1], s[2]};
+                 return Inputs{randn64(s, dt, rng), gt(randn64(ms, dt, rng), Tensor::zeros({}, dt))};
+               },
+               [](const Inputs& in) { return masked_fill(in[0], in[1], -2.5); }});
+  // ---- reductions ----
+  auto reduce_input = [](Rng& rng, DType dt) { return Inputs{randn64(random_shape(rng, 3, 1, 5), dt, rng)}; };
+  c.push_back({"sum_all", reduce_input, [](const Inputs& in) { return sum(in[0]); }});
+  c.push_back({"sum_dim0_keep", reduce_input, [](const Inputs& in) { return sum(in[0], {0}, true); }});
+  c.push_back({"sum_dims_0_2", reduce_input, [](const Inputs& in) { return sum(in[0], {0, 2}); }});
+  c.push_back({"mean_all", reduce_input, [](const Inputs& in) { return mean(in[0]); }});
+  c.push_back({"mean_last", reduce_input, [](const Inputs& in) { return mean(in[0], {-1}); }});
+  c.push_back({"amax_dim1", reduce_input, [](const Inputs& in) { return amax(in[0], {1}, true); }});
+  c.push_back({"amin_dims", reduce_input, [](const Inputs& in) { return amin(in[0], {0, 2}); }});
+  c.push_back({"max_all", reduce_input, [](const Inputs& in) { return max(in[0]); }});
+  c.push_back({"min_all", reduce_input, [](const Inputs& in) { return min(in[0]); }});
+  // ---- linear algebra ----
+  c.push_back({"matmul_2d",
+               [](Rng& rng, DType dt) {
+                 int64_t m = rand_dim(rng, 1, 5), k = rand_dim(rng, 1, 6), n = rand_dim(rng, 1, 5);
+                 return Inputs{randn64({m, k}, dt, rng), randn64({k, n}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[0], in[1]); }});
+  c.push_back({"matmul_batched_broadcast",
+               [](Rng& rng, DType dt) {
+                 int64_t b = rand_dim(rng, 2, 3), m = rand_dim(rng, 1, 4), k = rand_dim(rng, 1, 5), n = rand_dim(rng, 1, 4);
+                 return Inputs{randn64({b, 1, m, k}, dt, rng), randn64({2, k, n}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[0], in[1]); }});
+  c.push_back({"matmul_3d_by_2d",
+               [](Rng& rng, DType dt) {
+                 int64_t b = rand_dim(rng, 2, 3), m = rand_dim(rng, 1, 4), k = rand_dim(rng, 2, 5), n = rand_dim(rng, 1, 4);
+                 return Inputs{randn64({b, m, k}, dt, rng), randn64({k, n}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[0], in[1]); }});
+  c.push_back({"matmul_transposed_operands",
+               [](Rng& rng, DType dt) {
+                 int64_t m = rand_dim(rng, 2, 5), k = rand_dim(rng, 2, 6), n = rand_dim(rng, 2, 5);
+                 return Inputs{randn64({k, m}, dt, rng), randn64({n, k}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[0].t(), in[1].t()); }});
+  c.push_back({"matmul_vec",
+               [](Rng& rng, DType dt) {
+                 int64_t m = rand_dim(rng, 1, 5), k = rand_dim(rng, 1, 6);
+                 return Inputs{randn64({m, k}, dt, rng), randn64({k}, dt, rng), randn64({m}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[2], matmul(in[0], in[1]).unsqueeze(1)); }});
+  c.push_back({"linear_bias_3d",
+               [](Rng& rng, DType dt) {
+                 int64_t in_f = rand_dim(rng, 1, 6), out_f = rand_dim(rng, 1, 5);
+                 return Inputs{randn64({2, rand_dim(rng, 1, 3), in_f}, dt, rng), randn64({out_f, in_f}, dt, rng),
+                               randn64({out_f}, dt, rng)};
+               },
+               [](const Inputs& in) { return linear(in[0], in[1], in[2]); }});
+  c.push_back({"linear_no_bias",
+               [](Rng& rng, DType dt) {
+                 int64_t in_f = rand_dim(rng, 1, 6), out_f = rand_dim(rng, 1, 5);
+                 return Inputs{randn64({rand_dim(rng, 1, 4), in_f}, dt, rng), randn64({out_f, in_f}, dt, rng)};
+               },
+               [](const Inputs& in) { return linear(in[0], in[1]); }});
+  // ---- softmax family and losses ----
+  c.push_back({"softmax_dim1", reduce_input, [](const Inputs& in) { return softmax(in[0], 1); }});
+  c.push_back({"log_softmax_last", reduce_input, [](const Inputs& in) { return log_softmax(in[0], -1); }});
+  auto ce_inputs = [](bool ignored) {
+    return [ignored](Rng& rng, DType dt) {
+      int64_t n = rand_dim(rng, 2, 6), classes = rand_dim(rng, 2, 7);
+      return Inputs{randn64({n, classes}, dt, rng), class_targets(rng, {n}, classes, -100, ignored)};
+    };
+  };
+  c.push_back({"cross_entropy_mean", ce_inputs(false), [](const Inputs& in) { return cross_entropy(in[0], in[1]); }});
+  c.push_back({"cross_entropy_sum_ignore", ce_inputs(true),
+               [](const Inputs& in) { return cross_entropy(in[0], in[1], Reduction::Sum); }});
+  c.push_back({"cross_entropy_none_smoothing", ce_inputs(true),
+               [](const Inputs& in) { return cross_entropy(in[0], in[1], Reduction::None, -100, 0.2); }});
+  c.push_back({"cross_entropy_mean_ignore_smoothing", ce_inputs(true),
+               [](const Inputs& in) { return cross_entropy(in[0], in[1], Reduction::Mean, -100, 0.1); }});
+  c.push_back({"cross_entropy_spatial",
+               [](Rng& rng, DType dt) {
+                 int64_t n = rand_dim(rng, 1, 3), classes = rand_dim(rng, 2, 4), d = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({n, classes, d}, dt, rng), class_targets(rng, {n, d}, classes)};
+               },
+               [](const Inputs& in) { return cross_entropy(in[0], in[1]); }});
+  c.push_back({"nll_loss_mean", ce_inputs(true),
+               [](const Inputs& in) { return nll_loss(log_softmax(in[0], 1), in[1]); }});
+  c.push_back({"mse_loss",
+               [](Rng& rng, DType dt) {
+                 Shape s = random_shape(rng, 2, 1, 6);
+                 return Inputs{randn64(s, dt, rng), randn64(s, dt, rng)};
+               },
+               [](const Inputs& in) { return mse_loss(in[0], in[1]); }});
+  // ---- convolution and pooling ----
+  c.push_back({"conv2d_stride_pad_bias",
+               [](Rng& rng, DType dt) {
+                 int64_t n = rand_dim(rng, 1, 2), cin = rand_dim(rng, 1, 3), cout = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({n, cin, rand_dim(rng, 4, 6), rand_dim(rng, 4, 7)}, dt, rng),
+                               randn64({cout, cin, 3, 2}, dt, rng), randn64({cout}, dt, rng)};
+               },
+               [](const Inputs& in) { return conv2d(in[0], in[1], in[2], {2, 1}, {1, 1}); }});
+  c.push_back({"conv2d_dilation_no_bias",
+               [](Rng& rng, DType dt) {
+                 int64_t cin = rand_dim(rng, 1, 2), cout = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({2, cin, 6, 5}, dt, rng), randn64({cout, cin, 2, 2}, dt, rng)};
+               },
+               [](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), {1, 1}, {0, 1}, {2, 1}); }});
+  c.push_back({"max_pool2d",
+               [](Rng& rng, DType dt) { return Inputs{randn64({2, rand_dim(rng, 1, 2), 5, rand_dim(rng, 4, 6)}, dt, rng)}; },
+               [](const Inputs& in) { return max_pool2d(in[0], {2, 2}); }});
+  c.push_back({"max_pool2d_pad_stride",
+               [](Rng& rng, DType dt) { return Inputs{randn64({1, 2, rand_dim(rng, 4, 6), 5}, dt, rng)}; },
+               [](const Inputs& in) { return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}); }});
+  c.push_back({"avg_pool2d",
+               [](Rng& rng, DType dt) { return Inputs{randn64({2, 2, rand_dim(rng, 4, 6), 4}, dt, rng)}; },
+               [](const Inputs& in) { return avg_pool2d(in[0], {2, 2}); }});
+  c.push_back({"avg_pool2d_pad_exclude",
+               [](Rng& rng, DType dt) { return Inputs{randn64({1, 2, 5, rand_dim(rng, 4, 6)}, dt, rng)}; },
+               [](const Inputs& in) { return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, false); }});
+  // ---- normalization ----
+  c.push_back({"batch_norm_train_affine",
+               [](Rng& rng, DType dt) {
+                 int64_t ch = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({3, ch, rand_dim(rng, 1, 3), 2}, dt, rng), positive({ch}, dt, rng),
+                               randn64({ch}, dt, rng)};
+               },
+               [](const Inputs& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); }});
+  c.push_back({"batch_norm_train_1d_no_affine",
+               [](Rng& rng, DType dt) { return Inputs{randn64({rand_dim(rng, 2, 6), rand_dim(rng, 1, 4)}, dt, rng)}; },
+               [](const Inputs& in) { return batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }});
+  c.push_back({"batch_norm_eval",
+               [](Rng& rng, DType dt) {
+                 int64_t ch = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({2, ch, 3}, dt, rng), randn64({ch}, dt, rng), randn64({ch}, dt, rng)};
+               },
+               [](const Inputs& in) {
+                 Tensor rm = Tensor::full({in[0].size(1)}, 0.3, in[0].dtype(), in[0].device());
+                 Tensor rv = Tensor::full({in[0].size(1)}, 1.7, in[0].dtype(), in[0].device());
+                 return batch_norm(in[0], rm, rv, in[1], in[2], false);
+               }});
+  c.push_back({"layer_norm",
+               [](Rng& rng, DType dt) {
+                 int64_t d = rand_dim(rng, 2, 6);
+                 return Inputs{randn64({rand_dim(rng, 1, 3), 2, d}, dt, rng), positive({2, d}, dt, rng),
+                               randn64({2, d}, dt, rng)};
+               },
+               [](const Inputs& in) { return layer_norm(in[0], {2, in[0].size(2)}, in[1], in[2]); }});
+  c.push_back({"layer_norm_no_affine",
+               [](Rng& rng, DType dt) { return Inputs{randn64({rand_dim(rng, 1, 4), rand_dim(rng, 2, 7)}, dt, rng)}; },
+               [](const Inputs& in) { return layer_norm(in[0], {in[0].size(1)}); }});
+  // ---- random, indexing, joining ----
+  c.push_back({"dropout",
+               [](Rng& rng, DType dt) { return Inputs{randn64(random_shape(rng, 2, 2, 9), dt, rng)}; },
+               [](const Inputs& in) {
+                 manual_seed(77);  // the same mask on every evaluation
+                 return dropout(in[0], 0.4, true);
+               }});
+  c.push_back({"embedding",
+               [](Rng& rng, DType dt) {
+                 int64_t vocab = rand_dim(rng, 2, 6);
+                 return Inputs{randn64({vocab, rand_dim(rng, 1, 4)}, dt, rng), class_targets(rng, {2, 3}, vocab)};
+               },
+               [](const Inputs& in) { return embedding(in[1], in[0]); }});
+  c.push_back({"cat_dim1",
+               [](Rng& rng, DType dt) {
+                 int64_t a = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({a, rand_dim(rng, 1, 3)}, dt, rng), randn64({a, rand_dim(rng, 1, 4)}, dt, rng)};
+               },
+               [](const Inputs& in) { return cat({in[0], in[1], in[0]}, 1); }});
+  c.push_back({"stack_dim0",
+               [](Rng& rng, DType dt) {
+                 Shape s = random_shape(rng, 2, 1, 4);
+                 return Inputs{randn64(s, dt, rng), randn64(s, dt, rng)};
+               },
+               [](const Inputs& in) { return stack({in[0], in[1]}, 0); }});
+  // ---- views (differentiable, no copies) ----
+  auto view_input = [](Rng& rng, DType dt) { return Inputs{randn64({rand_dim(rng, 2, 4), 3, rand_dim(rng, 2, 5)}, dt, rng)}; };
+  c.push_back({"reshape_permute", view_input, [](const Inputs& in) { return in[0].permute({2, 0, 1}).reshape({-1, 3}); }});
+  c.push_back({"transpose_contiguous", view_input, [](const Inputs& in) { return in[0].transpose(0, 2).contiguous(); }});
+  c.push_back({"narrow_select", view_input, [](const Inputs& in) { return in[0].narrow(2, 1, 1).select(1, 2); }});
+  c.push_back({"slice_step", view_input, [](const Inputs& in) { return in[0].slice(2, 0, -1, 2); }});
+  c.push_back({"expand", view_input,
+               [](const Inputs& in) { return in[0].narrow(1, 0, 1).expand({-1, 4, -1}) * in[0].narrow(1, 1, 1); }});
+  c.push_back({"split_chunk", view_input,
+               [](const Inputs& in) {
+                 auto parts = in[0].split(2, 2);
+                 auto halves = in[0].chunk(2, 0);
+                 return sum(parts.back()) + sum(halves.front() * 2.0);
+               }});
+  c.push_back({"flatten_unsqueeze", view_input,
+               [](const Inputs& in) { return flatten(in[0], 1).unsqueeze(0).squeeze(0); }});
+  return c;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = build_cases();
+  return cases;
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,46 @@
+// The one op harness. Each OpCase makes random inputs (shapes drawn per seed, including
+// broadcasting and odd sizes) and applies one op. The same table drives:
+//   - gradient checks: backward on CPU in float64 vs central finite differences;
+//   - backend comparisons: every op on another backend vs the CPU reference
+//     (compare_backends(case, Device::cuda(0)) — one call per op, see test_backends.cpp).
+// Adding an op means adding one entry to op_cases.cpp.
+#pragma once
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ops/ops.h"
+
+namespace tandem::testing {
+
+struct OpCase {
+  std::string name;
+  // Random inputs in `dtype` on the CPU; integer inputs (targets, indices, masks) stay integer.
+  std::function<std::vector<Tensor>(std::mt19937& rng, DType dtype)> make_inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> apply;
+  double grad_tol = 1e-6;  // abs + rel tolerance of the finite-difference check
+};
+
+const std::vector<OpCase>& op_cases();
+const OpCase& op_case(const std::string& name);
+
+// Max |analytic - numeric| / (1 + |numeric|) over every float input element, for the
+// loss sum(apply(inputs) * w) with fixed random weights w. Inputs must be float64 on CPU.
+double max_gradient_error(const OpCase& op, std::vector<Tensor> inputs, std::string* where = nullptr);
+
+struct BackendComparison {
+  double max_output_error = 0;  // relative to 1 + |reference|
+  double max_grad_error = 0;
+  std::string where;
+};
+// Runs op on the CPU and on `device` with identical float32 inputs and compares outputs and
+// input gradients.
+BackendComparison compare_backends(const OpCase& op, Device device, uint64_t seed);
+
+// Random shape helpers.
+int64_t rand_dim(std::mt19937& rng, int64_t lo, int64_t hi);
+Tensor randn64(const Shape& shape, DType dtype, std::mt19937& rng);  // normal, from rng seed
+Tensor positive(const Shape& shape, DType dtype, std::mt19937& rng);  // in [0.5, 2)
+
+}  // namespace tandem::testing
