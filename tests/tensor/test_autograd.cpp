@@ -1,0 +1,121 @@
+// Autograd: accumulation, retain_graph, NoGradGuard, detach, hooks, error paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/ops/ops.h"
+
+namespace tandem {
+namespace {
+
+TEST(Autograd, ChainRuleAndAccumulation) {
+  Tensor x = Tensor::from_vector<double>({1, 2, 3}, {3}).requires_grad_();
+  Tensor y = sum(x * x * 3.0);  // dy/dx = 6x
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 12, 18}));
+  sum(x).backward();  // a second graph accumulates into .grad
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{7, 13, 19}));
+  // A leaf used twice in one graph gets the sum of both paths.
+  Tensor z = Tensor::from_vector<double>({2}, {1}).requires_grad_();
+  sum(z * z + z).backward();
+  EXPECT_EQ(z.grad().item(), 5.0);
+}
+
+TEST(Autograd, BackwardWithGivenGradient) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor y = x * 2.0;
+  y.backward(Tensor::from_vector<double>({10, 100}, {2}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{20, 200}));
+  Tensor y2 = x * 2.0;
+  EXPECT_THROW(y2.backward(), AutogradError);  // non-scalar without a gradient
+  EXPECT_THROW(y2.backward(Tensor::ones({3}, DType::Float64)), AutogradError);
+}
+
+TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward();
+  try {
+    y.backward();
+    ADD_FAILURE() << "expected AutogradError";
+  } catch (const AutogradError& e) {
+    EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos);
+  }
+  Tensor z = sum(exp(x));
+  x.set_grad(Tensor());
+  z.backward(Tensor(), /*retain_graph=*/true);
+  z.backward();
+  EXPECT_NEAR(x.grad().to_vector<double>()[1], 2 * std::exp(2.0), 1e-12);
+}
+
+TEST(Autograd, NoGradGuardAndDetach) {
+  Tensor x = Tensor::ones({2}, DType::Float64).requires_grad_();
+  {
+    NoGradGuard guard;
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+  }
+  EXPECT_TRUE(grad_enabled());
+  Tensor d = (x * 2.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_THROW(sum(d).backward(), AutogradError);
+  EXPECT_THROW(Tensor::ones({2}, DType::Int64).requires_grad_(), AutogradError);
+  EXPECT_THROW((x * 2.0).requires_grad_(false), AutogradError);
+}
+
+TEST(Autograd, GradientThroughCastAndDevices) {
+  Tensor x = Tensor::from_vector<float>({1.5f, -2.0f}, {2}).requires_grad_();
+  sum(cast(x, DType::Float64) * Tensor::from_vector<double>({3, 4}, {2})).backward();
+  EXPECT_EQ(x.grad().dtype(), DType::Float32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 4}));
+}
+
+TEST(Autograd, PostAccumulateHookFiresOnceWhenGradIsFinal) {
+  Tensor w = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor b = Tensor::from_vector<double>({3}, {1}).requires_grad_();
+  std::vector<std::string> order;
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&] {
+    order.push_back("w");
+    seen = w.grad().to_vector<double>();
+  });
+  b.register_post_accumulate_grad_hook([&] { order.push_back("b"); });
+  // w is used on two paths; its hook must fire once, after both contributions are summed.
+  Tensor y = sum(w * 3.0) + sum(w * w) + sum(b);
+  y.backward();
+  EXPECT_EQ(std::count(order.begin(), order.end(), "w"), 1);
+  EXPECT_EQ(std::count(order.begin(), order.end(), "b"), 1);
+  EXPECT_EQ(seen, (std::vector<double>{5, 7}));  // 3 + 2w
+  // Hooks on non-leaves are refused.
+  EXPECT_THROW((w * 2.0).register_post_accumulate_grad_hook([] {}), AutogradError);
+}
+
+TEST(Autograd, HooksFireInReverseOrderOfUse) {
+  // Later layers' parameters become final first (what DDP bucketing relies on).
+  Tensor w1 = Tensor::ones({2, 2}, DType::Float64).requires_grad_();
+  Tensor w2 = Tensor::ones({2, 2}, DType::Float64).requires_grad_();
+  std::vector<int> order;
+  w1.register_post_accumulate_grad_hook([&] { order.push_back(1); });
+  w2.register_post_accumulate_grad_hook([&] { order.push_back(2); });
+  Tensor x = Tensor::ones({3, 2}, DType::Float64);
+  sum(linear(relu(linear(x, w1)), w2)).backward();
+  EXPECT_EQ(order, (std::vector<int>{2, 1}));
+}
+
+TEST(Autograd, UnusedBranchGetsNoGradient) {
+  Tensor x = Tensor::ones({2}, DType::Float64).requires_grad_();
+  Tensor unused = Tensor::ones({2}, DType::Float64).requires_grad_();
+  Tensor y = sum(x * 2.0);
+  Tensor z = unused * 3.0;  // not part of y's graph
+  (void)z;
+  y.backward();
+  EXPECT_FALSE(unused.grad().defined());
+  EXPECT_TRUE(x.grad().defined());
+}
+
+}  // namespace
+}  // namespace tandem
