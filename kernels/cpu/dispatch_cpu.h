@@ -19,7 +19,7 @@ namespace tandem::cpu {
 template <typename T> struct TypeTag { using type = T; };
 
 // Below this many elements, kernels stay on one thread (thread start-up costs more).
-constexpr int64_t kParallelGrain = 1 << 15;
+constexpr int64_t kParallelGrain = 1 << 18;
 
 template <typename F>
 decltype(auto) dispatch_float(DType dtype, const char* kernel, F&& body) {

@@ -88,7 +88,7 @@ BackendComparison compare_backends(const OpCase& op, Device device, uint64_t see
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::vector<Tensor> cpu_in = op.make_inputs(rng, DType::Float32), dev_in;
   for (Tensor& t : cpu_in) {
-    dev_in.push_back(t.to(device));
+    dev_in.push_back(t.device() == device ? t.clone() : t.to(device));  // never alias the reference
     if (is_floating(t.dtype())) {
       t.requires_grad_(true);
       dev_in.back().requires_grad_(true);

@@ -1,0 +1,27 @@
+// The `tandem` program's subcommands. Each takes the arguments after its name and returns the
+// process exit code; errors are thrown as typed tandem::Error and mapped to exit codes by main
+// (ConfigError: 2, anything else: 1). `fit`, `validate`, `test` and `predict` join `plan` here
+// as the Trainer lands.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::cli {
+
+struct Subcommand {
+  std::string name;
+  std::string summary;
+  std::function<int(const std::vector<std::string>& args)> run;
+};
+
+// `tandem plan`: resolve the trainer's hardware flags and print the plan as one JSON object.
+int run_plan(const std::vector<std::string>& args);
+
+// Every subcommand, in the order `tandem --help` lists them.
+const std::vector<Subcommand>& subcommands();
+
+// Quotes one argument for a POSIX shell when it needs it ("1, 3" -> '1, 3').
+std::string shell_quote(const std::string& arg);
+
+}  // namespace tandem::cli

@@ -1,0 +1,65 @@
+// Accelerator: what Tandem needs to know about one kind of hardware (CPU, CUDA, or a
+// user-registered one such as an XPU): how many devices there are, how a `devices` value maps
+// onto them, whether the hardware can be used at all, and per-device statistics for loggers.
+//
+// It does no computation. Strategies decide how many processes run and on which device; the
+// accelerator only answers questions about the hardware, which keeps planning (`tandem plan`)
+// free of side effects.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/accelerators/devices_spec.h"
+
+namespace tandem {
+
+// One device as the accelerator names it: {"cuda", 1} prints as "cuda:1", {"cpu", 0} as "cpu".
+// A plain struct rather than tensor::Device, because registered accelerators have types the
+// tensor layer does not know.
+struct AcceleratorDevice {
+  std::string type;
+  int index = 0;
+  std::string str() const { return type == "cpu" ? "cpu" : type + ":" + std::to_string(index); }
+  bool operator==(const AcceleratorDevice& o) const { return type == o.type && index == o.index; }
+};
+
+// Statistics for loggers, by name (e.g. "memory_used_bytes"). Numbers only, so loggers can
+// reduce them across ranks.
+using DeviceStats = std::map<std::string, double>;
+
+class Accelerator {
+ public:
+  virtual ~Accelerator() = default;
+
+  // The registry name this accelerator answers to ("cpu", "cuda", "xpu").
+  virtual std::string name() const = 0;
+
+  // Interprets a `devices` value for this hardware. For indexed hardware it returns the device
+  // indices; for CPU it returns one 0 per process. Throws ConfigError for invalid values.
+  virtual std::vector<int> parse_devices(const DevicesSpec& devices) const = 0;
+
+  // Turns parsed indices into device objects, in the same order.
+  virtual std::vector<AcceleratorDevice> get_parallel_devices(const std::vector<int>& indices) const;
+
+  // The number of devices `devices="auto"` means.
+  virtual int auto_device_count() const = 0;
+
+  // Whether this hardware can be used by this process at all.
+  virtual bool is_available() const = 0;
+
+  // One line saying why the accelerator is (un)available, for the "auto" log line and errors:
+  // e.g. "2 CUDA devices visible" or "Tandem was built without CUDA".
+  virtual std::string availability_note() const { return is_available() ? "available" : "not available"; }
+
+  // Optional per-device statistics; empty when the hardware reports none.
+  virtual DeviceStats get_device_stats(const AcceleratorDevice& /*device*/) const { return {}; }
+
+  // Called once per process before training, with the device this process drives.
+  virtual void setup_device(const AcceleratorDevice& /*device*/) {}
+
+  // Called once per process after training; releases what setup_device acquired.
+  virtual void teardown() {}
+};
+
+}  // namespace tandem

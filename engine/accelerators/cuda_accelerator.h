@@ -1,0 +1,54 @@
+// CUDA: devices are GPU indices relative to CUDA_VISIBLE_DEVICES, parsed per the devices table
+// (device_parsing.h). "gpu" is an alias of "cuda".
+//
+// Simulated GPUs, for tests and dry runs on machines without them:
+//   TANDEM_SIMULATE_CUDA_DEVICES=N        planning sees N CUDA devices (even without CUDA)
+//   TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 find_usable_cuda_devices treats 1 and 3 as occupied
+// With either set, setup_device refuses to start training: a plan is all they are good for.
+#pragma once
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "engine/accelerators/accelerator.h"
+
+namespace tandem {
+
+struct CudaSimulation {
+  bool active = false;      // TANDEM_SIMULATE_CUDA_DEVICES or _BUSY_ is set
+  int device_count = -1;    // -1: not simulated, ask the runtime
+  std::set<int> busy;       // indices to report as occupied
+};
+
+// Reads the two variables; throws ConfigError naming the variable when a value is malformed.
+CudaSimulation cuda_simulation_from_env();
+
+// Visible CUDA devices: the simulated count when set, else the runtime's.
+int cuda_device_count();
+
+class CUDAAccelerator : public Accelerator {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::vector<int> parse_devices(const DevicesSpec& devices) const override;
+  int auto_device_count() const override { return cuda_device_count(); }
+  bool is_available() const override { return cuda_device_count() > 0; }
+  std::string availability_note() const override;
+  // memory_total_bytes, memory_free_bytes, memory_used_bytes (whole device, all processes),
+  // utilization_percent when NVML reports it, and whatever the registered allocator stats
+  // provider adds (memory allocated and reserved by Tandem's caching allocator).
+  DeviceStats get_device_stats(const AcceleratorDevice& device) const override;
+  void setup_device(const AcceleratorDevice& device) override;
+};
+
+// The first n CUDA devices that can be used right now, probed by creating a context and
+// allocating on each (what fails on a GPU another process holds in exclusive compute mode).
+// n = -1 returns every usable device. Throws ConfigError when n is not > 0 or -1, or the machine
+// has fewer than n devices; DeviceError when fewer than n are free (naming the occupied ones).
+std::vector<int> find_usable_cuda_devices(int n);
+
+// The tensor layer's caching allocator registers a callback here so that get_device_stats can
+// report Tandem's own allocated/reserved bytes without the accelerators depending on it.
+using CudaAllocatorStatsProvider = std::function<DeviceStats(int device_index)>;
+void set_cuda_allocator_stats_provider(CudaAllocatorStatsProvider provider);
+
+}  // namespace tandem

@@ -1,0 +1,33 @@
+// Precision: Lightning's names and their short forms.
+//
+//   "32-true"    32, "32"   fp32 everywhere (the default)
+//   "16-mixed"   16, "16"   fp16 compute, fp32 master weights, dynamic loss scaling
+//   "bf16-mixed" "bf16"     bf16 compute, fp32 master weights
+//   "64-true"    64, "64"   fp64 everywhere, CPU only
+//
+// On CPU, 16-mixed falls back to bf16-mixed with a warning (as Lightning does): fp16 has no
+// fast path on CPUs and bf16 keeps fp32's range.
+#pragma once
+#include <optional>
+#include <string>
+
+namespace tandem {
+
+enum class Precision { Float32True, Float16Mixed, BFloat16Mixed, Float64True };
+
+// The canonical name, e.g. "16-mixed".
+std::string precision_name(Precision p);
+
+// Parses any accepted form; throws ConfigError listing the allowed values otherwise.
+Precision parse_precision(const std::string& text);
+
+struct PrecisionChoice {
+  Precision precision;
+  std::optional<std::string> note;  // set when the precision was changed, starts "warning:"
+};
+
+// Applies the accelerator's limits: 16-mixed on cpu becomes bf16-mixed (with a note), 64-true
+// anywhere but cpu is a ConfigError.
+PrecisionChoice resolve_precision(Precision requested, const std::string& accelerator);
+
+}  // namespace tandem

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs Tandem's build and test dependencies from Debian 12 packages (apt-get), only the
+# ones that are missing. The CUDA toolkit is optional: when /usr/local/cuda/bin/nvcc exists
+# the CUDA backend is built too. Usage: scripts/install-deps.sh [--bench] [--data]
+#   --data   also the Fashion-MNIST dataset package (for `tandem fit`)
+#   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config
+          libeigen3-dev libgtest-dev libgmock-dev
+          nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev
+          libopenmpi-dev openmpi-bin)
+for arg in "$@"; do
+  case "$arg" in
+    --data) packages+=(dataset-fashion-mnist) ;;
+    --bench) packages+=(python3 python3-torch libopenblas0-pthread dataset-fashion-mnist) ;;
+    *) echo "install-deps.sh: unknown option '$arg' (allowed: --data, --bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "Installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root or sudo to apt-get install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
