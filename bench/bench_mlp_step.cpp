@@ -1,0 +1,47 @@
+// Training-step throughput of the MLP 784-1024-1024-10 (ReLU, cross-entropy, Adam lr 1e-3) on
+// random in-memory batches: forward + backward + optimizer step, no data loading. The twin is
+// bench/peers/mlp_step_torch.py; bench/run_mlp_step.sh runs both and prints the ratio.
+//   build/bin/bench_mlp_step [batch] [steps]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "engine/nn/nn.h"
+#include "engine/optim/adam.h"
+#include "engine/tensor/generator.h"
+
+using namespace tandem;
+
+int main(int argc, char** argv) {
+  const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 256;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 50;
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(784, 1024), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(1024, 1024),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(1024, 10));
+  optim::Adam opt(model->parameters(), {1e-3});
+  Tensor x = Tensor::randn({batch, 784});
+  std::vector<int64_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
+  Tensor y = Tensor::from_vector(labels, {batch});
+  auto step = [&] {
+    Tensor loss = cross_entropy((*model)(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  std::printf("{\"bench\": \"mlp_step\", \"impl\": \"tandem\", \"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f}\n",
+              (long long)batch, median * 1e3, double(batch) / median);
+  return 0;
+}

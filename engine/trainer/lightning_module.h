@@ -1,0 +1,99 @@
+// LightningModule: a model plus how to train, validate, test and predict with it, in
+// Lightning's shape. It is an nn::Module (parameters, buffers, state_dict come from there);
+// the Trainer drives the loops and calls these hooks. Modules never name a device: new tensors
+// follow an input (type_as / to(device())).
+//
+//   class MyModel : public trainer::LightningModule {
+//     Tensor training_step(const data::Batch& b, int64_t i) override {
+//       Tensor loss = cross_entropy(net->forward(b.input), b.target);
+//       log("train_loss", loss, {.prog_bar = true});
+//       return loss;
+//     }
+//     OptimizerConfig configure_optimizers() override { ... }
+//   };
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+
+#include "engine/data/batch.h"
+#include "engine/nn/module.h"
+#include "engine/optim/lr_scheduler.h"
+#include "engine/optim/optimizer.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::trainer {
+
+class Trainer;
+
+enum class ReduceFx { Mean, Sum, Max, Min };
+
+// How a logged value is aggregated and shown (Lightning's self.log arguments).
+struct LogOptions {
+  // on_step / on_epoch: unset means Lightning's default for the current hook (training_step:
+  // step only; validation/test steps and epoch-end hooks: epoch only).
+  std::optional<bool> on_step;
+  std::optional<bool> on_epoch;
+  bool prog_bar = false;
+  ReduceFx reduce_fx = ReduceFx::Mean;
+  bool sync_dist = false;       // reduce across ranks (takes effect with DDP)
+  bool rank_zero_only = false;  // only rank 0 logs it (takes effect with DDP)
+  bool logger = true;           // write to the loggers (metrics.csv)
+};
+
+// What configure_optimizers returns: an optimizer and an optional scheduler stepped every
+// `frequency` optimizer steps ("step") or epochs ("epoch"), Lightning's lr_scheduler dict.
+struct OptimizerConfig {
+  std::shared_ptr<optim::Optimizer> optimizer;
+  std::shared_ptr<optim::LRScheduler> scheduler;
+  std::string interval = "epoch";  // "step" | "epoch"
+  int64_t frequency = 1;
+  std::string monitor;             // reserved for ReduceLROnPlateau-style schedulers
+};
+
+class LightningModule : public nn::Module {
+ public:
+  // ---- steps: return the loss (training) or what predict produces; may return undefined ----
+  virtual Tensor training_step(const data::Batch& batch, int64_t batch_idx) = 0;
+  virtual void validation_step(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void test_step(const data::Batch& batch, int64_t batch_idx) {}
+  virtual Tensor predict_step(const data::Batch& batch, int64_t batch_idx) { return forward(batch.input); }
+  virtual OptimizerConfig configure_optimizers() = 0;
+
+  // ---- hooks (Lightning's names) ----
+  virtual void on_fit_start() {}
+  virtual void on_fit_end() {}
+  virtual void on_train_epoch_start() {}
+  virtual void on_train_epoch_end() {}
+  virtual void on_validation_epoch_start() {}
+  virtual void on_validation_epoch_end() {}
+  virtual void on_test_epoch_start() {}
+  virtual void on_test_epoch_end() {}
+  virtual void on_train_batch_start(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_train_batch_end(const Tensor& loss, const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_before_optimizer_step(optim::Optimizer& optimizer) {}
+
+  // ---- logging: forwarded to the trainer's metric collector; a no-op when no trainer is attached ----
+  void log(const std::string& name, const Tensor& value, const LogOptions& options = {});
+  void log(const std::string& name, double value, const LogOptions& options = {});
+  void log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options = {});
+
+  // ---- state the trainer keeps current ----
+  Device device() const { return nn::Module::device(); }
+  int64_t global_step() const;
+  int64_t current_epoch() const;
+  bool is_global_zero() const;
+  Trainer* trainer() const { return trainer_; }
+  void attach_trainer(Trainer* t) { trainer_ = t; }
+
+  // Hyper-parameters saved to hparams.yaml and checkpoints (Lightning's save_hyperparameters).
+  nlohmann::json hparams = nlohmann::json::object();
+
+ private:
+  Trainer* trainer_ = nullptr;
+};
+
+}  // namespace tandem::trainer
