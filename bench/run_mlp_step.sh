@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# MLP 784-1024-1024-10 training-step throughput, Tandem vs PyTorch, same machine, one run.
-#   bench/run_mlp_step.sh [steps]     (THREADS=2, batches 256 and 1024)
+# Training-step throughput of the MLP 784-1024-1024-10 and the CNN, Tandem vs PyTorch, same
+# machine, same thread count, one run (random in-memory batches, Adam).
+#   bench/run_mlp_step.sh [steps]     (THREADS=2; MLP at batch 256 and 1024, CNN at 256)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench
@@ -8,14 +9,16 @@ scripts/build.sh >/dev/null
 THREADS=${THREADS:-2}
 STEPS=${1:-50}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-echo "| batch | Tandem samples/s | PyTorch samples/s | ratio |"
-echo "|---|---|---|---|"
-for batch in 256 1024; do
-  t=$(build/bin/bench_mlp_step "$batch" "$STEPS")
-  p=$(/usr/bin/python3 bench/peers/mlp_step_torch.py "$batch" "$STEPS" "$THREADS")
+echo "| model | batch | Tandem samples/s | PyTorch samples/s | ratio |"
+echo "|---|---|---|---|---|"
+for run in "mlp 256" "mlp 1024" "cnn 256"; do
+  set -- $run
+  model=$1 batch=$2
+  t=$(build/bin/bench_mlp_step "$batch" "$STEPS" "$model")
+  p=$(/usr/bin/python3 bench/peers/mlp_step_torch.py "$batch" "$STEPS" "$THREADS" "$model")
   /usr/bin/python3 -c "
 import json, sys
 t, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(f\"| {t['batch']} | {t['samples_per_s']:.0f} | {p['samples_per_s']:.0f} | {t['samples_per_s'] / p['samples_per_s']:.2f} |\")
+print(f\"| {t['bench'][:-5]} | {t['batch']} | {t['samples_per_s']:.0f} | {p['samples_per_s']:.0f} | {t['samples_per_s'] / p['samples_per_s']:.2f} |\")
 " "$t" "$p"
 done

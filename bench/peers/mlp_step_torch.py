@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch twin of bench/bench_mlp_step.cpp: the same MLP, loss, optimizer and batch.
+"""PyTorch twin of bench/bench_mlp_step.cpp: the same model (mlp or cnn), loss, optimizer and batch.
 
-usage: mlp_step_torch.py [batch] [steps] [threads]"""
+usage: mlp_step_torch.py [batch] [steps] [threads] [mlp|cnn]"""
 import json
 import sys
 import time
@@ -13,12 +13,19 @@ def main():
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    kind = sys.argv[4] if len(sys.argv) > 4 else "mlp"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
-                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    nn = torch.nn
+    if kind == "cnn":
+        model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+        x = torch.randn(batch, 1, 28, 28)
+    else:
+        model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+        x = torch.randn(batch, 784)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, 784)
     y = torch.arange(batch) % 10
 
     def step():
@@ -36,7 +43,7 @@ def main():
         times.append(time.perf_counter() - start)
     times.sort()
     median = times[len(times) // 2]
-    print(json.dumps({"bench": "mlp_step", "impl": "torch", "batch": batch, "step_ms": round(median * 1e3, 3),
+    print(json.dumps({"bench": kind + "_step", "impl": "torch", "batch": batch, "step_ms": round(median * 1e3, 3),
                       "samples_per_s": round(batch / median)}))
 
 
