@@ -25,14 +25,19 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf_impl) : leaf(std
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   NoGradGuard no_grad;
   Tensor leaf_tensor(leaf);
-  Tensor g = grad_output;
+  const Tensor& g = grad_output;  // a reference: a copy of the handle would defeat the exclusivity check below
   if (g.shape() != leaf->shape)
     throw AutogradError("gradient of shape " + g.shape_str() + " does not match parameter of shape " +
                         shape_to_string(leaf->shape));
   if (!leaf->grad) {
-    // Own a fresh buffer: the incoming gradient may be shared with other leaves or the caller,
-    // and optimizers, clipping and the DDP reducer modify .grad in place.
-    leaf->grad = g.to(leaf->dtype).contiguous().clone().impl_ptr();
+    // .grad must be a buffer nobody else sees: optimizers, clipping and the DDP reducer modify
+    // it in place. A gradient referenced only by the engine (the usual case: a fresh GEMM
+    // result) is adopted as is; one that is shared (the same tensor sent down two edges, or the
+    // caller's) is copied.
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
+                           g.dtype() == leaf->dtype && g.offset() == 0 && g.is_contiguous() &&
+                           g.impl().storage->nbytes() == size_t(g.numel()) * dtype_size(g.dtype());
+    leaf->grad = exclusive ? g.impl_ptr() : g.to(leaf->dtype).contiguous().clone().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     acc.copy_(acc.detach() + g);  // in place so views of .grad (buckets) stay valid

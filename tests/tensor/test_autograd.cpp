@@ -106,6 +106,23 @@ TEST(Autograd, HooksFireInReverseOrderOfUse) {
   EXPECT_EQ(order, (std::vector<int>{2, 1}));
 }
 
+TEST(Autograd, GradBuffersAreNeverShared) {
+  // Add's backward sends the same gradient tensor to both inputs; each .grad must still be its
+  // own buffer, since optimizers and clipping modify .grad in place.
+  Tensor a = Tensor::ones({3}, DType::Float64).requires_grad_();
+  Tensor b = Tensor::ones({3}, DType::Float64).requires_grad_();
+  sum(a + b).backward();
+  ASSERT_NE(a.grad().raw_data(), b.grad().raw_data());
+  a.grad().fill_(5.0);
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  // A gradient passed by the caller is copied, not adopted.
+  Tensor c = Tensor::ones({2}, DType::Float64).requires_grad_();
+  Tensor given = Tensor::full({2}, 3.0, DType::Float64);
+  c.backward(given);
+  c.grad().fill_(0.0);
+  EXPECT_EQ(given.to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
 TEST(Autograd, UnusedBranchGetsNoGradient) {
   Tensor x = Tensor::ones({2}, DType::Float64).requires_grad_();
   Tensor unused = Tensor::ones({2}, DType::Float64).requires_grad_();
