@@ -23,6 +23,7 @@ struct TensorView {
   }
   int dim() const { return int(shape.size()); }
   bool is_contiguous() const {
+    if (numel() == 0) return true;  // no element to misplace (PyTorch agrees)
     int64_t expected = 1;
     for (int d = dim() - 1; d >= 0; --d) {
       if (shape[d] != 1 && strides[d] != expected) return false;

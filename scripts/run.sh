@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and trains the default model on the default
-# accelerator. Until the Trainer and `tandem fit` land, this is the synthetic-data example
-# (an MLP learning a random teacher network); arguments go to the program.
+# The main job: installs what is missing (with the Fashion-MNIST dataset package), builds, and
+# runs `tandem fit`: the MLP on Fashion-MNIST on the auto-selected accelerator, with a progress
+# bar and a final metrics table. Arguments go to `tandem fit`, e.g.
+#   scripts/run.sh --model=cnn --trainer.max_epochs=15
+# The synthetic-data example needs no dataset: build/bin/train_synthetic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --data
 scripts/build.sh
-exec "${TANDEM_BUILD_DIR:-build}"/bin/train_synthetic "$@"
+exec "${TANDEM_BUILD_DIR:-build}"/bin/tandem fit "$@"

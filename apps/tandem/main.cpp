@@ -10,6 +10,10 @@ namespace tandem::cli {
 
 const std::vector<Subcommand>& subcommands() {
   static const std::vector<Subcommand> all{
+      {"fit", "train a model on a data module (validating as it goes), with checkpoints and logs", run_fit},
+      {"validate", "run the validation set through a model (--ckpt_path loads weights)", run_validate},
+      {"test", "evaluate a model on the test set (--ckpt_path=PATH|last|best)", run_test},
+      {"predict", "write the model's predicted class for each test example", run_predict},
       {"plan", "resolve accelerator/devices/strategy/precision flags and print the plan as JSON", run_plan},
   };
   return all;
@@ -28,7 +32,7 @@ std::string shell_quote(const std::string& arg) {
 namespace {
 
 void print_usage(std::ostream& out) {
-  out << "usage: tandem <subcommand> [--config run.yaml] [--trainer.KEY=VALUE ...]\n\nsubcommands:\n";
+  out << "usage: tandem <subcommand> [--config run.yaml] [--print_config] [--SECTION.KEY=VALUE ...]\n\nsubcommands:\n";
   for (const auto& s : subcommands()) out << "  " << s.name << "  " << s.summary << "\n";
   out << "\n`tandem <subcommand> --help` lists its options.\n";
 }

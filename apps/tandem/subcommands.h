@@ -1,7 +1,6 @@
 // The `tandem` program's subcommands. Each takes the arguments after its name and returns the
 // process exit code; errors are thrown as typed tandem::Error and mapped to exit codes by main
-// (ConfigError: 2, anything else: 1). `fit`, `validate`, `test` and `predict` join `plan` here
-// as the Trainer lands.
+// (ConfigError: 2, anything else: 1).
 #pragma once
 #include <functional>
 #include <string>
@@ -17,6 +16,12 @@ struct Subcommand {
 
 // `tandem plan`: resolve the trainer's hardware flags and print the plan as one JSON object.
 int run_plan(const std::vector<std::string>& args);
+
+// `tandem fit|validate|test|predict`: LightningCLI's subcommands (trainer_commands.cpp).
+int run_fit(const std::vector<std::string>& args);
+int run_validate(const std::vector<std::string>& args);
+int run_test(const std::vector<std::string>& args);
+int run_predict(const std::vector<std::string>& args);
 
 // Every subcommand, in the order `tandem --help` lists them.
 const std::vector<Subcommand>& subcommands();

@@ -99,6 +99,13 @@ void ConfigSchema::add_option(OptionSpec o) {
   top_options_.push_back(std::move(o));
 }
 
+void ConfigSchema::set_default(const std::string& key, const YAML::Node& value) {
+  check(key, value);
+  const OptionSpec* found = find(key);
+  if (!found) throw ConfigError("set_default: '" + key + "' is not a declared option");
+  const_cast<OptionSpec*>(found)->default_value.reset(YAML::Clone(value));  // find() returns our own storage
+}
+
 const SectionSpec* ConfigSchema::section(const std::string& name) const {
   for (const auto& s : sections_) {
     if (s.name == name) return &s;

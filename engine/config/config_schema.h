@@ -55,6 +55,10 @@ class ConfigSchema {
   // Adds a top-level option such as seed_everything.
   void add_option(OptionSpec option);
 
+  // Changes a declared option's default (a program's own defaults, e.g. `tandem fit`'s
+  // max_epochs); checks the value like a flag. Throws ConfigError for an undeclared key.
+  void set_default(const std::string& dotted_key, const YAML::Node& value);
+
   const SectionSpec* section(const std::string& name) const;
   const OptionSpec* top_option(const std::string& name) const;
   // The option for "trainer.devices" or "seed_everything"; nullptr when undeclared (also for

@@ -42,6 +42,8 @@ struct LogOptions {
   bool sync_dist = false;       // reduce across ranks (takes effect with DDP)
   bool rank_zero_only = false;  // only rank 0 logs it (takes effect with DDP)
   bool logger = true;           // write to the loggers (metrics.csv)
+  // Weight of this value in a mean over the epoch; unset: the size of the current batch.
+  std::optional<int64_t> batch_size;
 };
 
 // What configure_optimizers returns: an optimizer and an optional scheduler stepped every
@@ -75,11 +77,34 @@ class LightningModule : public nn::Module {
   virtual void on_train_batch_start(const data::Batch& batch, int64_t batch_idx) {}
   virtual void on_train_batch_end(const Tensor& loss, const data::Batch& batch, int64_t batch_idx) {}
   virtual void on_before_optimizer_step(optim::Optimizer& optimizer) {}
+  // More of Lightning's hooks; the trainer calls each after the callbacks' hook of that name.
+  virtual void setup(const std::string& stage) {}     // "fit", "validate", "test", "predict"
+  virtual void teardown(const std::string& stage) {}
+  virtual void on_train_start() {}
+  virtual void on_train_end() {}
+  virtual void on_validation_start() {}
+  virtual void on_validation_end() {}
+  virtual void on_test_start() {}
+  virtual void on_test_end() {}
+  virtual void on_predict_start() {}
+  virtual void on_predict_end() {}
+  virtual void on_validation_batch_start(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_validation_batch_end(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_test_batch_start(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_test_batch_end(const data::Batch& batch, int64_t batch_idx) {}
+  virtual void on_before_backward(const Tensor& loss) {}
+  virtual void on_after_backward() {}
+  virtual void on_before_zero_grad(optim::Optimizer& optimizer) {}
+  // Extra state of the module's own in checkpoints (trainer_state["module"]).
+  virtual void on_save_checkpoint(nlohmann::json& module_state) {}
+  virtual void on_load_checkpoint(const nlohmann::json& module_state) {}
 
   // ---- logging: forwarded to the trainer's metric collector; a no-op when no trainer is attached ----
+  // A tensor value must hold one element (ValueError otherwise); it is read as a double.
   void log(const std::string& name, const Tensor& value, const LogOptions& options = {});
   void log(const std::string& name, double value, const LogOptions& options = {});
   void log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options = {});
+  void log_dict(const std::map<std::string, double>& values, const LogOptions& options = {});
 
   // ---- state the trainer keeps current ----
   Device device() const { return nn::Module::device(); }

@@ -1,0 +1,158 @@
+// allreduce_perf: allreduce bandwidth through Tandem's Communicator, with nccl-tests' flags and
+// columns (see allreduce_perf_format.h), so its lines compare with all_reduce_perf's and with
+// the plain-MPI peer's (bench/peers/mpi_allreduce_peer.cpp).
+// Run: mpirun -np 2 build/bin/allreduce_perf -b 1M -e 64M -f 2 -n 20 -w 5 -c 1 -d float -o sum
+//      bench/run_allreduce.sh   (runs this and the peer on the same ranks, prints busbw ratios)
+// Each size: `warmup` untimed operations, a barrier, then `iters` timed ones; time = mean per
+// operation, averaged over ranks. With -c 1 the result of the timed out-of-place run and of one
+// fresh in-place run are checked against the exact expectation (#wrong = elements that differ,
+// summed over ranks). Exit 2 on bad flags, 1 on runtime errors.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+#include "bench/allreduce_perf_format.h"
+#include "collectives/communicator_factory.h"
+
+using namespace tandem;
+using namespace tandem::collectives;
+using namespace tandem::bench;
+
+namespace {
+
+DType perf_dtype(const std::string& name) {
+  if (name == "float") return DType::Float32;
+  if (name == "double") return DType::Float64;
+  if (name == "int32") return DType::Int32;
+  return DType::Int64;
+}
+
+template <typename T>
+void fill_typed(T* p, int64_t n, int rank) {
+  for (int64_t i = 0; i < n; ++i) p[i] = T(perf_value(rank, i));
+}
+template <typename T>
+int64_t count_wrong_typed(const T* p, int64_t n, int nranks, const std::string& op) {
+  int64_t wrong = 0;
+  const bool integer = std::is_integral_v<T>;
+  for (int64_t i = 0; i < n; ++i) {
+    double e = perf_expected(nranks, i, op, integer), g = double(p[i]);
+    double tol = integer ? 0.0 : 1e-6 * std::max(1.0, std::abs(e));
+    wrong += std::abs(g - e) > tol;
+  }
+  return wrong;
+}
+
+void fill(const Tensor& t, int rank) {
+  switch (t.dtype()) {
+    case DType::Float32: return fill_typed(static_cast<float*>(t.raw_data()), t.numel(), rank);
+    case DType::Float64: return fill_typed(static_cast<double*>(t.raw_data()), t.numel(), rank);
+    case DType::Int32: return fill_typed(static_cast<int32_t*>(t.raw_data()), t.numel(), rank);
+    default: return fill_typed(static_cast<int64_t*>(t.raw_data()), t.numel(), rank);
+  }
+}
+int64_t count_wrong(const Tensor& t, int nranks, const std::string& op) {
+  switch (t.dtype()) {
+    case DType::Float32: return count_wrong_typed(static_cast<float*>(t.raw_data()), t.numel(), nranks, op);
+    case DType::Float64: return count_wrong_typed(static_cast<double*>(t.raw_data()), t.numel(), nranks, op);
+    case DType::Int32: return count_wrong_typed(static_cast<int32_t*>(t.raw_data()), t.numel(), nranks, op);
+    default: return count_wrong_typed(static_cast<int64_t*>(t.raw_data()), t.numel(), nranks, op);
+  }
+}
+
+// Mean over ranks of a per-rank time, and the sum of wrong counts.
+double mean_over_ranks(Communicator& c, double v) {
+  Tensor t = Tensor::scalar(v, DType::Float64);
+  c.allreduce(t, ReduceOp::Avg);
+  return t.item();
+}
+int64_t sum_over_ranks(Communicator& c, int64_t v) {
+  Tensor t = Tensor::scalar(double(v), DType::Int64);
+  c.allreduce(t, ReduceOp::Sum);
+  return int64_t(t.item());
+}
+
+PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, bool in_place) {
+  const DType dt = perf_dtype(a.datatype);
+  const int64_t count = bytes / int64_t(dtype_size(dt));
+  const ReduceOp op = parse_reduce_op(a.op);
+  Tensor send = Tensor::empty({count}, dt);
+  Tensor recv = in_place ? send : Tensor::empty({count}, dt);
+  fill(send, c.rank());
+  for (int i = 0; i < a.warmup; ++i) c.allreduce(send, recv, op);
+  c.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < a.iters; ++i) c.allreduce(send, recv, op);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / a.iters;
+  int64_t wrong = 0;
+  if (a.check) {
+    if (in_place) {  // the timed runs reduced the result again and again: check a fresh one
+      fill(send, c.rank());
+      c.allreduce(send, op);
+    }
+    wrong = count_wrong(recv, c.size(), a.op);
+  }
+  return perf_result(bytes, c.size(), mean_over_ranks(c, us), sum_over_ranks(c, wrong));
+}
+
+// "Rank  0 Pid  1234 on host device cpu (mpi)" for every rank, gathered to all.
+std::vector<std::string> rank_lines(Communicator& c) {
+  constexpr int64_t kLine = 96;
+  char mine[kLine] = {0}, host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device cpu (%s backend)", c.rank(), int(getpid()), host,
+                c.backend_name().c_str());
+  Tensor in = Tensor::empty({kLine}, DType::UInt8), all = Tensor::empty({kLine * c.size()}, DType::UInt8);
+  std::memcpy(in.raw_data(), mine, kLine);
+  c.allgather(in, all);
+  std::vector<std::string> out;
+  for (int r = 0; r < c.size(); ++r) {
+    const char* p = static_cast<const char*>(all.raw_data()) + r * kLine;
+    out.emplace_back(p, strnlen(p, kLine));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  AllreducePerfArgs args;
+  CommBackend backend;
+  try {
+    args = parse_allreduce_perf_args(argc, argv, {"mpi", "nccl", "local"});
+    backend = parse_comm_backend(args.backend);
+    init_comm_runtime(backend, &argc, &argv);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "allreduce_perf: %s\n%s", e.what(), allreduce_perf_usage());
+    return 2;
+  }
+  try {
+    auto comm = make_communicator(backend);
+    auto lines = rank_lines(*comm);
+    const bool root = comm->rank() == 0;
+    if (root) print_perf_header(args, "Tandem allreduce_perf, " + args.backend + " backend", lines);
+    double busbw_sum = 0;
+    int64_t wrong_total = 0, results = 0;
+    for (int64_t bytes : perf_sizes(args)) {
+      PerfResult oop = run_size(*comm, args, bytes, false);
+      PerfResult ip = run_size(*comm, args, bytes, true);
+      if (root) print_perf_row(bytes, bytes / perf_dtype_size(args.datatype), args, oop, ip);
+      busbw_sum += oop.busbw + ip.busbw;
+      wrong_total += oop.wrong + ip.wrong;
+      results += 2;
+    }
+    if (root) print_perf_footer(wrong_total, results ? busbw_sum / double(results) : 0);
+    return wrong_total ? 1 : 0;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "allreduce_perf: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_perf: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,125 @@
+// Communicator: the one interface every backend (local, MPI, later NCCL) implements, so the
+// DDP Reducer, the DP path and sync_dist logging are written once.
+//
+// Tensors are contiguous; input and output have the same dtype and live on any device (the MPI
+// backend stages device tensors through host copies). Every operation is asynchronous at
+// heart: *_async starts it and returns a Work; the plain names start it and wait with the
+// communicator's timeout. Operations must be called in the same order on every rank (MPI's
+// rule); a rank that does not arrive makes the others fail with CommError after the timeout
+// instead of hanging.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/tensor/tensor.h"
+
+namespace tandem::collectives {
+
+using Millis = std::chrono::milliseconds;
+
+// Product is what MPI and NCCL call prod. Avg = sum / size (integer dtypes: truncated toward
+// zero, as NCCL does).
+enum class ReduceOp { Sum, Avg, Max, Min, Product };
+const char* reduce_op_name(ReduceOp op);            // "sum", "avg", "max", "min", "prod"
+ReduceOp parse_reduce_op(const std::string& name);  // ConfigError listing the names
+
+struct CommOptions {
+  // A blocking operation (or Work::wait() without an argument) that has not completed after
+  // this long throws CommError naming the operation and the ranks that did not arrive.
+  Millis timeout = std::chrono::minutes(10);
+  // After a timeout the communicator is failed (later operations throw at once). When true the
+  // whole job is also aborted (MPI_Abort) `abort_grace` after the error is thrown: time for the
+  // caller to report it, and a guarantee that no rank waits forever. Tests turn this off.
+  bool abort_on_timeout = true;
+  Millis abort_grace = std::chrono::seconds(10);
+};
+
+// A started operation. Keeps its tensors alive until it completes.
+class Work {
+ public:
+  Work(std::string description, Millis default_timeout)
+      : description_(std::move(description)), default_timeout_(default_timeout) {}
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Polls once; never blocks. True once the result is in the output tensor.
+  virtual bool is_completed() = 0;
+  // Blocks until completion or until `timeout` has passed since this call; on timeout throws
+  // CommError (and, with abort_on_timeout, the job ends abort_grace later).
+  virtual void wait(Millis timeout) = 0;
+  void wait() { wait(default_timeout_); }
+  // "allreduce(sum, float32, 1000 elements)" - used in error messages.
+  const std::string& description() const { return description_; }
+
+ private:
+  std::string description_;
+  Millis default_timeout_;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  explicit Communicator(CommOptions options) : options_(options) {}
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Rank and size among the processes on this node (they pick the GPU).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual std::string backend_name() const = 0;  // "local", "mpi", "nccl"
+
+  const CommOptions& options() const { return options_; }
+  void set_timeout(Millis timeout) { options_.timeout = timeout; }
+
+  // ---- asynchronous operations (the ones backends implement) ----
+  // output = op over ranks of input; input and output may be the same tensor (in place).
+  virtual WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  // input (n elements, same n on every rank) is reduced and split into size() chunks, rank r
+  // receiving chunk r: chunk_count(n, size, r) elements (the first n % size ranks get one more).
+  virtual WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  // The inverse split: output has n elements on every rank; rank r contributes chunk r,
+  // chunk_count(n, size, r) elements, in rank order.
+  virtual WorkHandle allgather_async(const Tensor& input, const Tensor& output) = 0;
+  // tensor on every rank becomes root's tensor.
+  virtual WorkHandle broadcast_async(const Tensor& tensor, int root) = 0;
+  virtual WorkHandle barrier_async() = 0;
+  // Point to point; the receiver's tensor must have the sender's dtype and element count.
+  virtual WorkHandle send_async(const Tensor& tensor, int dst, int tag) = 0;
+  virtual WorkHandle recv_async(const Tensor& tensor, int src, int tag) = 0;
+
+  WorkHandle allreduce_async(const Tensor& tensor, ReduceOp op) { return allreduce_async(tensor, tensor, op); }
+
+  // ---- blocking operations: start, then wait with options().timeout ----
+  void allreduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduce_async(tensor, tensor, op)->wait(); }
+  void allreduce(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum) {
+    allreduce_async(input, output, op)->wait();
+  }
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum) {
+    reduce_scatter_async(input, output, op)->wait();
+  }
+  void allgather(const Tensor& input, const Tensor& output) { allgather_async(input, output)->wait(); }
+  void broadcast(const Tensor& tensor, int root = 0) { broadcast_async(tensor, root)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+  void send(const Tensor& tensor, int dst, int tag = 0) { send_async(tensor, dst, tag)->wait(); }
+  void recv(const Tensor& tensor, int src, int tag = 0) { recv_async(tensor, src, tag)->wait(); }
+
+ private:
+  CommOptions options_;
+};
+
+// The chunk rule shared by reduce_scatter and allgather: n elements over `parts` ranks.
+inline int64_t chunk_count(int64_t n, int parts, int index) {
+  return n / parts + (index < n % parts ? 1 : 0);
+}
+inline int64_t chunk_offset(int64_t n, int parts, int index) {
+  return index * (n / parts) + std::min<int64_t>(index, n % parts);
+}
+
+}  // namespace tandem::collectives

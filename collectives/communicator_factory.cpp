@@ -1,0 +1,71 @@
+// The one file with backend #ifs: TANDEM_WITH_MPI comes from CMake (collectives/mpi/* is only
+// compiled when MPI was found).
+#include "collectives/communicator_factory.h"
+
+#include "collectives/local_communicator.h"
+#include "engine/core/error.h"
+
+#if TANDEM_WITH_MPI
+#include "collectives/mpi/mpi_communicator.h"
+#include "collectives/mpi/mpi_runtime.h"
+#endif
+
+namespace tandem::collectives {
+
+const char* comm_backend_name(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::Local: return "local";
+    case CommBackend::Mpi: return "mpi";
+    case CommBackend::Nccl: return "nccl";
+  }
+  return "?";
+}
+
+CommBackend parse_comm_backend(const std::string& name) {
+  for (CommBackend b : {CommBackend::Local, CommBackend::Mpi, CommBackend::Nccl})
+    if (name == comm_backend_name(b)) return b;
+  throw ConfigError("unknown communication backend '" + name + "'; allowed: local, mpi, nccl");
+}
+
+bool comm_backend_compiled_in(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::Local: return true;
+    case CommBackend::Mpi: return TANDEM_WITH_MPI;
+    case CommBackend::Nccl: return false;  // the NCCL backend arrives with the CUDA issue
+  }
+  return false;
+}
+
+namespace {
+
+[[noreturn]] void not_built(CommBackend backend) {
+  if (backend == CommBackend::Mpi)
+    throw ConfigError("the mpi communication backend was asked for, but Tandem was built without MPI; "
+                      "install Open MPI (apt-get install libopenmpi-dev openmpi-bin) and reconfigure "
+                      "with -DTANDEM_MPI=ON, or use the local backend for one process");
+  throw ConfigError(std::string("the ") + comm_backend_name(backend) + " communication backend was asked for, "
+                    "but Tandem was built without it (NCCL is not implemented yet); use mpi or local");
+}
+
+}  // namespace
+
+void init_comm_runtime(CommBackend backend, int* argc, char*** argv) {
+  if (backend == CommBackend::Local) return;
+  if (!comm_backend_compiled_in(backend)) not_built(backend);
+#if TANDEM_WITH_MPI
+  mpi::ensure_mpi_initialized(argc, argv);
+#endif
+}
+
+std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options) {
+  if (backend == CommBackend::Local) return std::make_shared<LocalCommunicator>(options);
+  if (!comm_backend_compiled_in(backend)) not_built(backend);
+#if TANDEM_WITH_MPI
+  mpi::ensure_mpi_initialized(nullptr, nullptr);
+  return std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, options);
+#else
+  not_built(backend);
+#endif
+}
+
+}  // namespace tandem::collectives

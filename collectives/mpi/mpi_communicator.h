@@ -1,0 +1,59 @@
+// MpiCommunicator: the Communicator over MPI, for CPU training and as the bootstrap of NCCL.
+//
+// Ownership (embedding in an MPI application):
+// - MPI must be initialized before construction: by the application, or by
+//   init_comm_runtime / make_communicator (collectives/communicator_factory.h), in which case
+//   Tandem also finalizes it at exit. Tandem never calls MPI_Init twice, and never finalizes an
+//   MPI it did not initialize.
+// - The constructor duplicates the given communicator (MPI_Comm_dup, collective over it: every
+//   rank constructs together) and the destructor frees only the duplicates. The caller's
+//   communicator is never freed, and Tandem's messages never match the application's.
+// - Destroy communicators before MPI_Finalize.
+// Host tensors go straight to MPI; CUDA tensors are staged through host copies.
+// Every operation is nonblocking MPI polled to a deadline (see mpi_work.h).
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+
+#include "collectives/communicator.h"
+#include "collectives/mpi/mpi_comm_state.h"
+
+namespace tandem::collectives {
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, CommOptions options = {});
+  ~MpiCommunicator() override;
+
+  int rank() const override { return state_->rank; }
+  int size() const override { return state_->size; }
+  int local_rank() const override { return state_->local_rank; }
+  int local_size() const override { return state_->local_size; }
+  std::string backend_name() const override { return "mpi"; }
+
+  using Communicator::allreduce_async;
+  WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  WorkHandle allgather_async(const Tensor& input, const Tensor& output) override;
+  WorkHandle broadcast_async(const Tensor& tensor, int root) override;
+  WorkHandle barrier_async() override;
+  WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;
+  WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+
+  // Set after a timeout or MPI error: the message of the first failure.
+  bool failed() const { return !state_->failure.empty(); }
+  const std::string& failure() const { return state_->failure; }
+  // Tandem's duplicate (valid until destruction); for interop, not for freeing.
+  MPI_Comm mpi_comm() const { return state_->comm; }
+
+ private:
+  void check_usable(const std::string& what) const;
+  WorkHandle start(std::string description, bool collective, int peer, const char* call, int rc,
+                   MPI_Request request, std::shared_ptr<void> buffers, std::function<void()> finish);
+  void sync_options();
+
+  std::shared_ptr<mpi::MpiCommState> state_;
+};
+
+}  // namespace tandem::collectives

@@ -1,0 +1,89 @@
+#include "collectives/mpi/mpi_runtime.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "engine/core/error.h"
+
+namespace tandem::collectives::mpi {
+
+namespace {
+
+bool g_owned = false;
+std::mutex g_unclean_mutex;
+std::string g_unclean_reason;  // empty: clean
+std::atomic<bool> g_watchdog_armed{false};
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(g_unclean_mutex);
+    reason = g_unclean_reason;
+  }
+  if (!reason.empty()) abort_job("exiting after a failed collective: " + reason);
+  MPI_Finalize();
+}
+
+}  // namespace
+
+std::string mpi_error_text(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  return std::string(call) + " failed: " + (len ? std::string(text, size_t(len)) : "MPI error " + std::to_string(code));
+}
+
+void ensure_mpi_initialized(int* argc, char*** argv) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw CommError("MPI was already finalized in this process; create Tandem communicators before "
+                    "MPI_Finalize (MPI cannot be initialized twice)");
+  if (initialized) return;  // the host application owns MPI
+  int provided = 0;
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  if (rc != MPI_SUCCESS) throw CommError(mpi_error_text("MPI_Init_thread", rc));
+  g_owned = true;
+  std::atexit(finalize_at_exit);
+  if (provided < MPI_THREAD_FUNNELED)
+    throw CommError("MPI_Init_thread gave thread level " + std::to_string(provided) +
+                    ", below MPI_THREAD_FUNNELED (Tandem runs OpenMP and data-loader threads beside the main thread, which alone calls MPI)");
+}
+
+bool tandem_owns_mpi() { return g_owned; }
+
+void mark_mpi_unclean(const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_unclean_mutex);
+  if (g_unclean_reason.empty()) g_unclean_reason = why;
+}
+
+void abort_job(const std::string& why) {
+  int rank = -1;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "tandem [rank %d]: aborting the job: %s\n", rank, why.c_str());
+  std::fflush(stderr);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why) {
+  if (g_watchdog_armed.exchange(true)) return;
+  // MPI_Abort from this thread is outside FUNNELED's letter, but it only has to kill the job,
+  // which Open MPI's abort does from any thread.
+  std::thread([grace, why] {
+    std::this_thread::sleep_for(grace);
+    abort_job(why + " (still running " + std::to_string(grace.count()) + " ms after the error was thrown)");
+  }).detach();
+}
+
+}  // namespace tandem::collectives::mpi

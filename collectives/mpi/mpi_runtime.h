@@ -1,0 +1,30 @@
+// Who owns MPI. Tandem never calls MPI_Init when MPI is already initialized (an HPC code that
+// embeds Tandem keeps ownership) and finalizes only an MPI it initialized itself. When Tandem
+// initializes, it asks for MPI_THREAD_FUNNELED (all MPI calls from the main thread) and
+// finalizes at process exit - or aborts the job instead when a collective failed and left
+// requests that can never complete (MPI_Finalize would wait for them forever).
+#pragma once
+#include <mpi.h>
+
+#include <chrono>
+#include <string>
+
+namespace tandem::collectives::mpi {
+
+// Joins an initialized MPI, or calls MPI_Init_thread(FUNNELED) and registers finalization at
+// exit. Throws CommError if MPI was already finalized or cannot give FUNNELED.
+void ensure_mpi_initialized(int* argc, char*** argv);
+// True when this process's MPI was initialized by Tandem (so Tandem finalizes it).
+bool tandem_owns_mpi();
+// Records that MPI state is unrecoverable (a timed-out collective's requests are still
+// pending): at exit Tandem aborts the job instead of finalizing.
+void mark_mpi_unclean(const std::string& why);
+// Prints the reason on stderr and ends every rank of the job (MPI_Abort on MPI_COMM_WORLD).
+[[noreturn]] void abort_job(const std::string& why);
+// Starts a detached thread that calls abort_job(why) after `grace` (once per process): the
+// thrown CommError gets time to be reported, and the job still ends if nobody handles it.
+void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why);
+// "MPI_Iallreduce failed: <MPI's error string>"
+std::string mpi_error_text(const char* call, int code);
+
+}  // namespace tandem::collectives::mpi

@@ -1,0 +1,182 @@
+#include "engine/config/optimizer_section.h"
+
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/optim/adam.h"
+#include "engine/optim/sgd.h"
+
+namespace tandem {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+OptionSpec positive_float(const std::string& name, const std::string& default_value, const std::string& help) {
+  OptionSpec o = make_option(name, ValueKind::Float, YAML::Node(default_value), help);
+  o.validate = [](const YAML::Node& v, const std::string& key) { require_range(v, key, 0, kInf, true); };
+  return o;
+}
+
+OptionSpec non_negative_float(const std::string& name, const std::string& default_value, const std::string& help) {
+  OptionSpec o = make_option(name, ValueKind::Float, YAML::Node(default_value), help);
+  o.validate = [](const YAML::Node& v, const std::string& key) { require_range(v, key, 0, kInf); };
+  return o;
+}
+
+OptionSpec positive_int(const std::string& name, YAML::Node default_value, const std::string& help) {
+  OptionSpec o = make_option(name, ValueKind::Int, std::move(default_value), help);
+  o.validate = [](const YAML::Node& v, const std::string& key) { require_range(v, key, 1, kInf); };
+  return o;
+}
+
+OptionSpec betas_option() {
+  YAML::Node betas(YAML::NodeType::Sequence);
+  betas.push_back("0.9");
+  betas.push_back("0.999");
+  betas.SetStyle(YAML::EmitterStyle::Flow);
+  OptionSpec o = make_option("betas", ValueKind::List, betas, "coefficients of the running averages [beta1, beta2]");
+  o.validate = [](const YAML::Node& v, const std::string& key) {
+    if (!v.IsSequence() || v.size() != 2) {
+      throw ConfigError("--" + key + "=" + yaml_to_text(v) + " is not valid: expected two numbers like [0.9, 0.999]");
+    }
+    for (const auto& b : v) require_range(b, key, 0, 1, false, true);
+  };
+  return o;
+}
+
+YAML::Node required() { return YAML::Node(YAML::NodeType::Null); }
+
+double num(const YAML::Node& section, const char* key) { return section[key].as<double>(); }
+int64_t integer(const YAML::Node& section, const char* key) { return section[key].as<int64_t>(); }
+
+}  // namespace
+
+const std::vector<ClassSpec>& optimizer_classes() {
+  static const std::vector<ClassSpec> classes = [] {
+    const OptionSpec lr = positive_float("lr", "0.001", "learning rate");
+    ClassSpec sgd{"SGD", "stochastic gradient descent with momentum (torch.optim.SGD)",
+                  {lr, non_negative_float("momentum", "0.0", "momentum factor"),
+                   non_negative_float("dampening", "0.0", "dampening for momentum"),
+                   non_negative_float("weight_decay", "0.0", "L2 penalty"),
+                   make_option("nesterov", ValueKind::Bool, YAML::Node(false), "Nesterov momentum")}};
+    ClassSpec adam{"Adam", "Adam (torch.optim.Adam)",
+                   {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
+                    non_negative_float("weight_decay", "0.0", "L2 penalty")}};
+    ClassSpec adamw{"AdamW", "Adam with decoupled weight decay (torch.optim.AdamW)",
+                    {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
+                     non_negative_float("weight_decay", "0.01", "decoupled weight decay")}};
+    return std::vector<ClassSpec>{sgd, adam, adamw};
+  }();
+  return classes;
+}
+
+const std::vector<ClassSpec>& lr_scheduler_classes() {
+  static const std::vector<ClassSpec> classes = [] {
+    OptionSpec interval = make_option("interval", ValueKind::String, YAML::Node("epoch"),
+                                      "step the scheduler every epoch or every optimizer step");
+    interval.choices = {"epoch", "step"};
+    const OptionSpec frequency = positive_int("frequency", YAML::Node(1), "step it every this many intervals");
+    auto with_common = [&](ClassSpec c) {
+      c.options.push_back(interval);
+      c.options.push_back(frequency);
+      return c;
+    };
+    return std::vector<ClassSpec>{
+        with_common({"StepLR", "multiply the rate by gamma every step_size intervals",
+                     {positive_int("step_size", required(), "intervals between decays"),
+                      non_negative_float("gamma", "0.1", "decay factor")}}),
+        with_common({"CosineAnnealingLR", "cosine from the rate down to eta_min over T_max intervals",
+                     {positive_int("T_max", required(), "intervals of the half cosine"),
+                      non_negative_float("eta_min", "0.0", "final rate")}}),
+        with_common({"LinearLR", "scale the rate linearly from start_factor to end_factor over total_iters",
+                     {positive_float("start_factor", "0.3333333333333333", "first factor"),
+                      non_negative_float("end_factor", "1.0", "last factor"),
+                      positive_int("total_iters", YAML::Node(5), "intervals of the ramp")}}),
+        with_common({"WarmupCosine", "linear warmup over warmup_iters, then cosine to eta_min at total_iters",
+                     {positive_int("warmup_iters", required(), "intervals of warmup"),
+                      positive_int("total_iters", required(), "intervals in all"),
+                      positive_float("start_factor", "0.001", "first warmup factor"),
+                      non_negative_float("eta_min", "0.0", "final rate")}}),
+    };
+  }();
+  return classes;
+}
+
+SectionSpec optimizer_section() {
+  return class_section("optimizer", "the optimizer configure_optimizers builds", optimizer_classes(), "Adam");
+}
+
+SectionSpec lr_scheduler_section() {
+  return class_section("lr_scheduler", "an optional learning-rate scheduler (null: constant rate)",
+                       lr_scheduler_classes(), "");
+}
+
+std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<Tensor> params) {
+  if (!section || !section.IsMap() || !section["name"]) {
+    throw ConfigError("optimizer section is not resolved; call resolve_optimizer_sections first");
+  }
+  const std::string name = section["name"].Scalar();
+  if (name == "SGD") {
+    optim::SGDOptions o;
+    o.lr = num(section, "lr");
+    o.momentum = num(section, "momentum");
+    o.dampening = num(section, "dampening");
+    o.weight_decay = num(section, "weight_decay");
+    o.nesterov = section["nesterov"].as<bool>();
+    return std::make_shared<optim::SGD>(std::move(params), o);
+  }
+  const std::pair<double, double> betas{section["betas"][0].as<double>(), section["betas"][1].as<double>()};
+  if (name == "Adam") {
+    optim::AdamOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
+    return std::make_shared<optim::Adam>(std::move(params), o);
+  }
+  if (name == "AdamW") {
+    optim::AdamWOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
+    return std::make_shared<optim::AdamW>(std::move(params), o);
+  }
+  throw ConfigError("--optimizer=" + name + " is not valid: expected one of SGD, Adam, AdamW");
+}
+
+SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer) {
+  SchedulerChoice choice;
+  if (!section || section.IsNull()) return choice;
+  const std::string name = section["name"].Scalar();
+  choice.interval = section["interval"].Scalar();
+  choice.frequency = integer(section, "frequency");
+  if (name == "StepLR") {
+    choice.scheduler = std::make_shared<optim::StepLR>(optimizer, integer(section, "step_size"), num(section, "gamma"));
+  } else if (name == "CosineAnnealingLR") {
+    choice.scheduler = std::make_shared<optim::CosineAnnealingLR>(optimizer, integer(section, "T_max"),
+                                                                  num(section, "eta_min"));
+  } else if (name == "LinearLR") {
+    choice.scheduler = std::make_shared<optim::LinearLR>(optimizer, num(section, "start_factor"),
+                                                         num(section, "end_factor"), integer(section, "total_iters"));
+  } else if (name == "WarmupCosine") {
+    const int64_t warmup = integer(section, "warmup_iters"), total = integer(section, "total_iters");
+    if (total <= warmup) {
+      throw ConfigError("--lr_scheduler.total_iters=" + std::to_string(total) + " is not valid: it must exceed " +
+                        "--lr_scheduler.warmup_iters=" + std::to_string(warmup));
+    }
+    choice.scheduler = optim::warmup_cosine(optimizer, warmup, total, num(section, "start_factor"),
+                                            num(section, "eta_min"));
+  } else {
+    throw ConfigError("--lr_scheduler=" + name +
+                      " is not valid: expected one of StepLR, CosineAnnealingLR, LinearLR, WarmupCosine");
+  }
+  return choice;
+}
+
+void resolve_optimizer_sections(YAML::Node& config) {
+  resolve_class_section("optimizer", optimizer_classes(), config);
+  resolve_class_section("lr_scheduler", lr_scheduler_classes(), config);
+  // A dry run on one parameter: the classes' own checks, reported as configuration errors.
+  try {
+    auto optimizer = make_optimizer(config["optimizer"], {Tensor::zeros({1})});
+    make_lr_scheduler(config["lr_scheduler"], *optimizer);
+  } catch (const ValueError& e) {
+    throw ConfigError(std::string("invalid optimizer or lr_scheduler setting: ") + e.what());
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,44 @@
+// The `optimizer` and `lr_scheduler` config sections (LightningCLI's `--optimizer=AdamW
+// --optimizer.lr=1e-3`, `--lr_scheduler=StepLR --lr_scheduler.step_size=5`) and the factories
+// that build engine/optim objects from a resolved section. Models call the factories in
+// configure_optimizers, so any model gets every optimizer and scheduler without code of its own.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "engine/config/class_section.h"
+#include "engine/optim/lr_scheduler.h"
+#include "engine/optim/optimizer.h"
+
+namespace tandem {
+
+// SGD, Adam, AdamW with torch.optim's defaults (Adam is the section's default, lr 1e-3).
+const std::vector<ClassSpec>& optimizer_classes();
+// StepLR, CosineAnnealingLR, LinearLR, WarmupCosine (linear warmup then cosine), each with
+// interval (epoch | step) and frequency, Lightning's lr_scheduler dict keys. Default: none.
+const std::vector<ClassSpec>& lr_scheduler_classes();
+
+SectionSpec optimizer_section();
+SectionSpec lr_scheduler_section();
+
+// An optimizer from a resolved `optimizer` section (a map with name and the class's options).
+std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<Tensor> params);
+
+struct SchedulerChoice {
+  std::shared_ptr<optim::LRScheduler> scheduler;  // null when the section is null
+  std::string interval = "epoch";
+  int64_t frequency = 1;
+};
+// A scheduler from a resolved `lr_scheduler` section (null section: no scheduler).
+SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer);
+
+// Resolves both sections of a parsed config (class defaults filled in), then builds them once on
+// a throwaway parameter so values the classes reject (a negative lr, beta1 = 1) are reported
+// as ConfigError before any data is read.
+void resolve_optimizer_sections(YAML::Node& config);
+
+}  // namespace tandem

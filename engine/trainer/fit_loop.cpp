@@ -1,0 +1,220 @@
+// The fit loop: epochs of training batches with gradient accumulation, clipping, optimizer
+// and scheduler steps, validation at val_check_interval / check_val_every_n_epoch, and the
+// stopping rules (max_epochs, max_steps, should_stop). Lightning's order of events, per batch:
+//   on_train_batch_start -> training_step -> backward (loss / accumulate_grad_batches)
+//   -> [step boundary: on_before_optimizer_step -> clip -> optimizer.step -> zero_grad
+//       -> step-interval scheduler] -> on_train_batch_end -> step metrics to the loggers
+//   -> validation when due
+// and per epoch: epoch-interval scheduler (after the last batch) -> on_train_epoch_end
+// (module, then the epoch metrics, then callbacks: ModelCheckpoint saves here).
+#include <cmath>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/data/data_loader.h"
+#include "engine/ops/ops.h"
+#include "engine/optim/clip_grad.h"
+#include "engine/trainer/trainer.h"
+
+namespace tandem::trainer {
+
+bool Trainer::max_steps_reached() const {
+  return options_.max_steps != -1 && progress_.global_step >= options_.max_steps;
+}
+
+bool Trainer::done_fitting() const {
+  if (should_stop || max_steps_reached()) return true;
+  return max_epochs_ != -1 && progress_.epoch >= max_epochs_;
+}
+
+void Trainer::run_fit() {
+  auto train_loader = datamodule_->train_dataloader();
+  TANDEM_CHECK(train_loader != nullptr, ConfigError, "fit: the datamodule returned no train_dataloader(); give it one");
+  auto val_loader = datamodule_->val_dataloader();
+  num_training_batches_ = limited_batches(options_.limit_train_batches, train_loader->num_batches(), "limit_train_batches");
+  num_val_batches_ = val_loader ? limited_batches(options_.limit_val_batches, val_loader->num_batches(), "limit_val_batches") : 0;
+
+  val_check_batch_ = 0;
+  if (num_val_batches_ > 0) {
+    if (options_.val_check_interval.is_count()) {
+      val_check_batch_ = options_.val_check_interval.count();
+      if (options_.check_val_every_n_epoch && val_check_batch_ > num_training_batches_) {
+        throw ConfigError("trainer option val_check_interval=" + std::to_string(val_check_batch_) +
+                          " is more than the " + std::to_string(num_training_batches_) +
+                          " training batches of an epoch; lower it, or set check_val_every_n_epoch=null to count "
+                          "batches across epochs");
+      }
+    } else {
+      val_check_batch_ = std::max<int64_t>(1, static_cast<int64_t>(double(num_training_batches_) * options_.val_check_interval.fraction()));
+    }
+  }
+
+  run_sanity_check(val_loader.get());
+  stage_ = RunningStage::Train;
+  for_each_callback([&](Callback& cb) { cb.on_train_start(*this, *module_); });
+  module_->on_train_start();
+  if (num_training_batches_ == 0) should_stop = true;  // nothing to train on (limit_train_batches=0)
+  while (!done_fitting()) {
+    run_train_epoch(*train_loader, val_loader.get());
+    // current_epoch counts epochs run, also one cut short by max_steps or should_stop
+    // (Lightning); checkpoints saved inside the epoch recorded where it stood.
+    progress_.epoch += 1;
+    progress_.batch_in_epoch = 0;
+    progress_.epoch_finished = false;
+  }
+  for_each_callback([&](Callback& cb) { cb.on_train_end(*this, *module_); });
+  module_->on_train_end();
+}
+
+bool Trainer::should_validate_after_batch(int64_t batch_idx, bool /*is_last_batch*/) const {
+  if (val_check_batch_ == 0) return false;
+  if (options_.check_val_every_n_epoch && (progress_.epoch + 1) % *options_.check_val_every_n_epoch != 0) return false;
+  // Without check_val_every_n_epoch, an int interval counts batches over the whole run.
+  const int64_t iteration = options_.check_val_every_n_epoch ? batch_idx : progress_.total_batch_idx - 1;
+  return (iteration + 1) % val_check_batch_ == 0;
+}
+
+void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader) {
+  stage_ = RunningStage::Train;
+  module_->train();
+  logger_connector_.begin_epoch(RunningStage::Train);
+  const int64_t skip = std::min(resume_skip_batches_, num_training_batches_);
+  resume_skip_batches_ = 0;
+  train_loader.start_epoch(progress_.epoch, skip);
+  progress_.batch_in_epoch = skip;
+  progress_.epoch_finished = false;
+  accumulated_batches_ = 0;
+
+  logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
+  for_each_callback([&](Callback& cb) { cb.on_train_epoch_start(*this, *module_); });
+  module_->on_train_epoch_start();
+
+  for (int64_t batch_idx = skip; batch_idx < num_training_batches_; ++batch_idx) {
+    std::optional<data::Batch> batch = train_loader.next();
+    if (!batch) {  // the loader ran short of what num_batches() promised: the epoch is over
+      progress_.epoch_finished = true;
+      break;
+    }
+    const bool is_last = batch_idx + 1 == num_training_batches_;
+    const bool stepped = run_train_batch(*batch, batch_idx, is_last);
+    progress_.batch_in_epoch = batch_idx + 1;
+    progress_.total_batch_idx += 1;
+    if (is_last) progress_.epoch_finished = true;
+    if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
+    if (should_validate_after_batch(batch_idx, is_last)) {
+      run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
+      stage_ = RunningStage::Train;
+      logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
+    }
+    if (stepped) progress_.batches_that_stepped += 1;
+    if (max_steps_reached() || should_stop) break;
+  }
+  finish_train_epoch();
+}
+
+void Trainer::finish_train_epoch() {
+  logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
+  module_->on_train_epoch_end();
+  const Metrics rows = logger_connector_.end_epoch(RunningStage::Train);
+  // Epoch metrics share the step of the epoch's last optimizer step (Lightning).
+  log_step_rows(rows, std::max<int64_t>(progress_.batches_that_stepped - 1, 0));
+  for_each_callback([&](Callback& cb) {
+    if (!cb.is_monitoring()) cb.on_train_epoch_end(*this, *module_);
+  });
+  for_each_callback([&](Callback& cb) {
+    if (cb.is_monitoring()) cb.on_train_epoch_end(*this, *module_);
+  });
+}
+
+bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last) {
+  const data::Batch batch = strategy_->batch_to_device(host_batch);
+  logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
+  logger_connector_.set_batch_size(batch.size());
+  for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
+  module_->on_train_batch_start(batch, batch_idx);
+
+  const Tensor loss = module_->training_step(batch, batch_idx);
+  accumulated_batches_ += 1;
+  const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
+  if (loss.defined()) {
+    TANDEM_CHECK(loss.numel() == 1, ValueError,
+                 "training_step returned a tensor of shape " + loss.shape_str() + "; return the scalar loss (e.g. mean(...))");
+    const double value = loss.item();
+    if (!std::isfinite(value)) {
+      throw NonFiniteLossError("training_step returned loss=" + std::string(std::isnan(value) ? "nan" : "inf") +
+                               " at epoch " + std::to_string(progress_.epoch) + ", batch " + std::to_string(batch_idx) +
+                               " (global step " + std::to_string(progress_.global_step) + "); stopped before the "
+                               "optimizer step, so the weights and checkpoints are untouched. Lower the learning rate, "
+                               "set gradient_clip_val, or check the inputs of that batch");
+    }
+    for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
+    module_->on_before_backward(loss);
+    // Accumulated gradients sum over the batches, so each loss is scaled to give their mean.
+    const Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
+    strategy_->backward(scaled, will_step);
+    for_each_callback([&](Callback& cb) { cb.on_after_backward(*this, *module_); });
+    module_->on_after_backward();
+  }
+  if (will_step) {
+    optimizer_step();
+    accumulated_batches_ = 0;
+    progress_.global_step += 1;
+    step_schedulers("step");
+  }
+  for_each_callback([&](Callback& cb) { cb.on_train_batch_end(*this, *module_, loss, batch, batch_idx); });
+  module_->on_train_batch_end(loss, batch, batch_idx);
+
+  const Metrics rows = logger_connector_.end_step(RunningStage::Train);
+  // While accumulating nothing is logged; then every log_every_n_steps optimizer steps.
+  if (will_step && ((progress_.batches_that_stepped + 1) % options_.log_every_n_steps == 0 || should_stop)) {
+    log_step_rows(rows, progress_.batches_that_stepped);
+  }
+  return will_step;
+}
+
+void Trainer::optimizer_step() {
+  optim::Optimizer& optimizer = *optimizer_config_.optimizer;
+  strategy_->optimizer_step(optimizer, [&] {
+    for_each_callback([&](Callback& cb) { cb.on_before_optimizer_step(*this, *module_, optimizer); });
+    module_->on_before_optimizer_step(optimizer);
+    if (options_.gradient_clip_val && *options_.gradient_clip_val > 0.0) {
+      std::vector<Tensor> params;
+      for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
+      if (options_.gradient_clip_algorithm == "value") {
+        optim::clip_grad_value_(params, *options_.gradient_clip_val);
+      } else {
+        const double norm = optim::clip_grad_norm_(params, *options_.gradient_clip_val);
+        if (!std::isfinite(norm)) {
+          throw NonFiniteLossError("the gradient norm is " + std::to_string(norm) + " at epoch " +
+                                   std::to_string(progress_.epoch) + " (global step " + std::to_string(progress_.global_step) +
+                                   "); stopped before the optimizer step, so the weights and checkpoints are untouched");
+        }
+      }
+    }
+  });
+  for_each_callback([&](Callback& cb) { cb.on_before_zero_grad(*this, *module_, optimizer); });
+  module_->on_before_zero_grad(optimizer);
+  optimizer.zero_grad();
+}
+
+void Trainer::step_schedulers(const std::string& interval) {
+  if (!optimizer_config_.scheduler || optimizer_config_.interval != interval) return;
+  const int64_t count = interval == "step" ? progress_.global_step : progress_.epoch + 1;
+  if (count % optimizer_config_.frequency == 0) optimizer_config_.scheduler->step();
+}
+
+void Trainer::log_step_rows(const Metrics& rows, int64_t step) {
+  if (!logger_ || rows.empty() || !is_global_zero()) return;
+  Metrics with_epoch = rows;
+  with_epoch["epoch"] = double(progress_.epoch);
+  logger_->log_metrics(with_epoch, step);
+}
+
+void Trainer::log_to_loggers(const Metrics& metrics) {
+  if (!logger_ || metrics.empty() || !is_global_zero() || sanity_checking()) return;
+  Metrics with_epoch = metrics;
+  with_epoch["epoch"] = double(progress_.epoch);
+  logger_->log_metrics(with_epoch, progress_.batches_that_stepped);
+}
+
+}  // namespace tandem::trainer

@@ -1,0 +1,34 @@
+#include "engine/trainer/lightning_module.h"
+
+#include "engine/core/error.h"
+#include "engine/trainer/trainer.h"
+
+namespace tandem::trainer {
+
+void LightningModule::log(const std::string& name, const Tensor& value, const LogOptions& options) {
+  if (!trainer_) return;
+  TANDEM_CHECK(value.defined(), ValueError, "log('" + name + "', ...): the tensor is undefined; log a scalar tensor or a number");
+  TANDEM_CHECK(value.numel() == 1, ValueError,
+               "log('" + name + "', ...): the tensor has shape " + value.shape_str() +
+                   "; only one-element tensors can be logged (reduce it first, e.g. mean(x))");
+  log(name, value.item(), options);
+}
+
+void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
+  if (!trainer_) return;
+  trainer_->logger_connector().log(name, value, options);
+}
+
+void LightningModule::log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options) {
+  for (const auto& [name, value] : values) log(name, value, options);
+}
+
+void LightningModule::log_dict(const std::map<std::string, double>& values, const LogOptions& options) {
+  for (const auto& [name, value] : values) log(name, value, options);
+}
+
+int64_t LightningModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
+int64_t LightningModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
+bool LightningModule::is_global_zero() const { return trainer_ ? trainer_->is_global_zero() : true; }
+
+}  // namespace tandem::trainer

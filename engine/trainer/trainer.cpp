@@ -1,0 +1,304 @@
+#include "engine/trainer/trainer.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "engine/accelerators/accelerator_registry.h"
+#include "engine/core/error.h"
+#include "engine/data/data_loader.h"
+#include "engine/trainer/callbacks/model_checkpoint.h"
+#include "engine/trainer/callbacks/model_summary.h"
+#include "engine/trainer/callbacks/progress_bar.h"
+#include "engine/trainer/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace tandem::trainer {
+
+namespace {
+
+template <typename T>
+bool has_callback(const std::vector<std::shared_ptr<Callback>>& callbacks) {
+  for (const auto& cb : callbacks) {
+    if (dynamic_cast<T*>(cb.get())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
+  validate_trainer_options(options_);
+  plan_ = plan_execution(hardware_options(options_));
+  // Simulated GPUs can be planned but not trained on: the accelerator refuses them here.
+  if (plan_.accelerator != "cpu" && plan_.process_device) {
+    accelerator_registry().create(plan_.accelerator)->setup_device(*plan_.process_device);
+  }
+  strategy_ = make_training_strategy(plan_);
+  logger_connector_ = LoggerConnector(strategy_.get());
+
+  if (options_.fast_dev_run.enabled()) {
+    // n batches of every stage, one epoch, no sanity check; nothing written (Lightning).
+    const int64_t n = options_.fast_dev_run.batches;
+    options_.limit_train_batches = options_.limit_val_batches = n;
+    options_.limit_test_batches = options_.limit_predict_batches = n;
+    options_.max_epochs = 1;
+    options_.max_steps = n;
+    options_.num_sanity_val_steps = 0;
+    options_.val_check_interval = 1.0;
+    options_.check_val_every_n_epoch = 1;
+  }
+  max_epochs_ = options_.max_epochs ? *options_.max_epochs : (options_.max_steps == -1 ? 1000 : -1);
+
+  // Display callbacks first, the user's next, checkpointing last so it sees what everything
+  // else logged (Lightning's order).
+  const bool console = is_global_zero();
+  if (options_.enable_progress_bar && console && !has_callback<ProgressBar>(options_.callbacks)) {
+    callbacks_.push_back(std::make_shared<ProgressBar>());
+  }
+  if (options_.enable_model_summary && console && !has_callback<ModelSummary>(options_.callbacks)) {
+    callbacks_.push_back(std::make_shared<ModelSummary>());
+  }
+  std::vector<std::shared_ptr<Callback>> checkpointing;
+  for (const auto& cb : options_.callbacks) {
+    (dynamic_cast<ModelCheckpoint*>(cb.get()) ? checkpointing : callbacks_).push_back(cb);
+  }
+  if (!checkpointing.empty() && !options_.enable_checkpointing) {
+    throw ConfigError("trainer option enable_checkpointing=false, but callbacks holds a ModelCheckpoint; "
+                      "remove the ModelCheckpoint or set enable_checkpointing=true");
+  }
+  if (checkpointing.empty() && options_.enable_checkpointing) checkpointing.push_back(std::make_shared<ModelCheckpoint>());
+  callbacks_.insert(callbacks_.end(), checkpointing.begin(), checkpointing.end());
+
+  if (!options_.fast_dev_run.enabled()) logger_ = std::make_unique<CSVLogger>(options_.default_root_dir);
+}
+
+Trainer::~Trainer() = default;
+
+ModelCheckpoint* Trainer::checkpoint_callback() const {
+  for (const auto& cb : callbacks_) {
+    if (auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get())) return mc;
+  }
+  return nullptr;
+}
+
+std::string Trainer::log_dir() { return logger_ ? logger_->log_dir() : options_.default_root_dir; }
+
+std::optional<int> Trainer::logger_version() {
+  if (!logger_) return std::nullopt;
+  return logger_->version();
+}
+
+void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage) {
+  module_ = &model;
+  datamodule_ = &datamodule;
+  model.attach_trainer(this);
+  strategy_->setup_module(model);
+  datamodule.setup(stage);
+  model.setup(stage);
+  for_each_callback([&](Callback& cb) { cb.setup(*this, model, stage); });
+  if (options_.enable_progress_bar && is_global_zero() && stage == "fit") {
+    std::printf("Tandem: accelerator=%s, strategy=%s, devices=%zu, precision=%s\n", plan_.accelerator.c_str(),
+                plan_.strategy.c_str(), plan_.devices.size(), precision_name(plan_.precision).c_str());
+    for (const auto& note : plan_.notes) std::printf("  %s\n", note.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void Trainer::detach(const std::string& stage) {
+  if (!module_) return;
+  for_each_callback([&](Callback& cb) { cb.teardown(*this, *module_, stage); });
+  module_->teardown(stage);
+  strategy_->teardown();
+}
+
+void Trainer::setup_logger() {
+  if (logger_ && is_global_zero()) logger_->version();  // claims version_N now
+}
+
+void Trainer::write_hparams() {
+  if (!logger_ || !is_global_zero()) return;
+  nlohmann::json hparams = module_->hparams.is_object() ? module_->hparams : nlohmann::json::object();
+  const nlohmann::json data_hparams = datamodule_->hparams();
+  if (data_hparams.is_object()) {
+    for (auto it = data_hparams.begin(); it != data_hparams.end(); ++it) {
+      if (hparams.contains(it.key()) && hparams[it.key()] != it.value()) {
+        throw ConfigError("hyper-parameter '" + it.key() + "' is " + hparams[it.key()].dump() + " in the model but " +
+                          it.value().dump() + " in the datamodule; rename one of them");
+      }
+      hparams[it.key()] = it.value();
+    }
+  }
+  logger_->log_hyperparams(hparams);
+}
+
+void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const std::string& ckpt_path) {
+  fitting_ = true;
+  attach(model, datamodule, "fit");
+  try {
+    optimizer_config_ = model.configure_optimizers();
+    TANDEM_CHECK(optimizer_config_.optimizer != nullptr, ConfigError,
+                 "configure_optimizers() returned no optimizer; return {.optimizer = std::make_shared<optim::Adam>(parameters())}");
+    TANDEM_CHECK(optimizer_config_.interval == "step" || optimizer_config_.interval == "epoch", ConfigError,
+                 "configure_optimizers(): scheduler interval='" + optimizer_config_.interval + "' is not valid: expected 'step' or 'epoch'");
+    TANDEM_CHECK(optimizer_config_.frequency >= 1, ConfigError,
+                 "configure_optimizers(): scheduler frequency=" + std::to_string(optimizer_config_.frequency) + " is not valid: expected >= 1");
+    progress_ = FitProgress{};
+    resume_skip_batches_ = 0;
+    should_stop = false;
+    logger_connector_.clear();
+    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    if (!resolved.empty()) restore_fit_state(resolved);
+    setup_logger();
+    write_hparams();
+    for_each_callback([&](Callback& cb) { cb.on_fit_start(*this, model); });
+    model.on_fit_start();
+    run_fit();
+    for_each_callback([&](Callback& cb) { cb.on_fit_end(*this, model); });
+    model.on_fit_end();
+  } catch (const std::exception& e) {
+    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
+    fitting_ = false;
+    detach("fit");
+    throw;
+  }
+  fitting_ = false;
+  detach("fit");
+  if (options_.enable_progress_bar && is_global_zero()) print_metrics_table("Fit metrics", callback_metrics());
+}
+
+std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::DataModule& datamodule,
+                                                const std::string& ckpt_path, bool verbose) {
+  attach(model, datamodule, "validate");
+  Metrics metrics;
+  try {
+    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    if (!resolved.empty()) restore_weights(resolved);
+    setup_logger();
+    auto loader = datamodule.val_dataloader();
+    TANDEM_CHECK(loader != nullptr, ConfigError, "validate: the datamodule returned no val_dataloader(); give it one, or use test()");
+    num_val_batches_ = limited_batches(options_.limit_val_batches, loader->num_batches(), "limit_val_batches");
+    metrics = run_evaluation(RunningStage::Validate, *loader, num_val_batches_);
+  } catch (const std::exception& e) {
+    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
+    detach("validate");
+    throw;
+  }
+  detach("validate");
+  if (verbose && is_global_zero()) print_metrics_table("Validate metric", metrics);
+  return {metrics};
+}
+
+std::vector<Trainer::Metrics> Trainer::test(LightningModule& model, data::DataModule& datamodule,
+                                            const std::string& ckpt_path, bool verbose) {
+  attach(model, datamodule, "test");
+  Metrics metrics;
+  try {
+    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    if (!resolved.empty()) restore_weights(resolved);
+    setup_logger();
+    auto loader = datamodule.test_dataloader();
+    TANDEM_CHECK(loader != nullptr, ConfigError, "test: the datamodule returned no test_dataloader(); give it one");
+    num_test_batches_ = limited_batches(options_.limit_test_batches, loader->num_batches(), "limit_test_batches");
+    metrics = run_evaluation(RunningStage::Test, *loader, num_test_batches_);
+  } catch (const std::exception& e) {
+    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
+    detach("test");
+    throw;
+  }
+  detach("test");
+  if (verbose && is_global_zero()) print_metrics_table("Test metric", metrics);
+  return {metrics};
+}
+
+std::vector<Tensor> Trainer::predict(LightningModule& model, data::DataModule& datamodule, const std::string& ckpt_path) {
+  attach(model, datamodule, "predict");
+  std::vector<Tensor> out;
+  try {
+    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    if (!resolved.empty()) restore_weights(resolved);
+    auto loader = datamodule.predict_dataloader();
+    TANDEM_CHECK(loader != nullptr, ConfigError, "predict: the datamodule returned no predict_dataloader(); give it one");
+    num_predict_batches_ = limited_batches(options_.limit_predict_batches, loader->num_batches(), "limit_predict_batches");
+    out = run_predict(*loader, num_predict_batches_);
+  } catch (const std::exception& e) {
+    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
+    detach("predict");
+    throw;
+  }
+  detach("predict");
+  return out;
+}
+
+std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
+  if (ckpt_path.empty()) return "";
+  if (ckpt_path == "best") {
+    ModelCheckpoint* mc = checkpoint_callback();
+    if (!mc) {
+      throw ConfigError("ckpt_path=\"best\" needs a ModelCheckpoint callback, and this Trainer has none "
+                        "(enable_checkpointing=false?); pass the checkpoint's path instead");
+    }
+    if (mc->best_model_path().empty()) {
+      throw ConfigError("ckpt_path=\"best\": this Trainer's ModelCheckpoint has saved no checkpoint yet (best_model_path "
+                        "is empty; it is set by fit()); run fit() first, or pass a path (e.g. ckpt_path=\"last\")");
+    }
+    if (!fs::exists(mc->best_model_path())) {
+      throw ConfigError("ckpt_path=\"best\" is " + mc->best_model_path() + ", which no longer exists");
+    }
+    return mc->best_model_path();
+  }
+  if (ckpt_path == "last") {
+    // This run's checkpoint directories first, then the newest version under lightning_logs.
+    std::vector<std::string> looked;
+    for (const auto& cb : callbacks_) {
+      auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get());
+      if (!mc) continue;
+      if (!mc->last_model_path().empty() && fs::exists(mc->last_model_path())) return mc->last_model_path();
+      if (!mc->options().dirpath.empty()) {
+        looked.push_back(mc->options().dirpath);
+        if (auto found = find_last_checkpoint(mc->options().dirpath)) return *found;
+      }
+    }
+    const fs::path logs = fs::path(options_.default_root_dir) / "lightning_logs";
+    std::vector<std::pair<int, fs::path>> versions;
+    std::error_code ec;
+    if (fs::is_directory(logs, ec)) {
+      static const std::regex pattern("version_([0-9]+)");
+      for (const auto& entry : fs::directory_iterator(logs, ec)) {
+        std::smatch m;
+        const std::string leaf = entry.path().filename().string();
+        if (entry.is_directory() && std::regex_match(leaf, m, pattern)) versions.emplace_back(std::stoi(m[1]), entry.path());
+      }
+    }
+    std::sort(versions.rbegin(), versions.rend());
+    for (const auto& [v, dir] : versions) {
+      if (auto found = find_last_checkpoint((dir / "checkpoints").string())) return *found;
+    }
+    looked.push_back((logs / "version_*" / "checkpoints").string());
+    std::string where;
+    for (const auto& l : looked) where += (where.empty() ? "" : ", ") + l;
+    throw ConfigError("ckpt_path=\"last\": no checkpoint found; looked in " + where +
+                      "; train first (ModelCheckpoint writes them), or pass a path");
+  }
+  if (!fs::is_regular_file(ckpt_path)) {
+    throw ConfigError("ckpt_path=" + ckpt_path + " does not exist or is not a file; pass a checkpoint "
+                      "written by ModelCheckpoint, or \"last\" / \"best\"");
+  }
+  return ckpt_path;
+}
+
+void Trainer::print_metrics_table(const std::string& title, const Metrics& metrics) const {
+  if (metrics.empty()) return;
+  size_t name_width = title.size();
+  for (const auto& [k, v] : metrics) name_width = std::max(name_width, k.size());
+  const int value_width = 20;
+  const std::string rule(name_width + value_width + 7, '-');
+  std::printf("%s\n| %-*s | %-*s |\n%s\n", rule.c_str(), int(name_width), title.c_str(), value_width,
+              "Value", rule.c_str());
+  for (const auto& [k, v] : metrics) std::printf("| %-*s | %-*.6g |\n", int(name_width), k.c_str(), value_width, v);
+  std::printf("%s\n", rule.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace tandem::trainer

@@ -1,0 +1,188 @@
+// Trainer: runs a LightningModule on a DataModule the way Lightning's Trainer does.
+//
+//   trainer::TrainerOptions opts;
+//   opts.max_epochs = 5;
+//   opts.callbacks = {std::make_shared<trainer::EarlyStopping>("val_loss")};
+//   trainer::Trainer trainer(opts);
+//   trainer.fit(model, datamodule);            // or fit(model, dm, "last") to resume exactly
+//   auto results = trainer.test(model, datamodule, "best");
+//
+// Where the code lives: trainer.cpp (setup, stages, ckpt_path), fit_loop.cpp (epochs, batches,
+// accumulation, clipping, optimizer/scheduler steps, when to validate), evaluation_loop.cpp
+// (validate/test/sanity/predict), checkpoint_connector.cpp (what a checkpoint holds and exact
+// resume), logger_connector.cpp (metric aggregation), callbacks/ (checkpointing, early
+// stopping, progress bar, summaries).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/data/data_module.h"
+#include "engine/strategies/execution_plan.h"
+#include "engine/trainer/callback.h"
+#include "engine/trainer/csv_logger.h"
+#include "engine/trainer/lightning_module.h"
+#include "engine/trainer/logger_connector.h"
+#include "engine/trainer/trainer_options.h"
+#include "engine/trainer/training_strategy.h"
+
+namespace tandem::data { class DataLoader; }
+
+namespace tandem::trainer {
+
+class ModelCheckpoint;
+
+// A training loss (or gradient) that is NaN or infinite. The run stops before the optimizer
+// step, so no weights or checkpoints are touched.
+class NonFiniteLossError : public Error { public: using Error::Error; };
+
+// Where the fit loop is, as a checkpoint records it.
+struct FitProgress {
+  int64_t epoch = 0;                  // current_epoch
+  int64_t global_step = 0;            // optimizer steps taken
+  int64_t batches_that_stepped = 0;   // the loggers' step counter (Lightning's)
+  int64_t batch_in_epoch = 0;         // training batches finished in the current epoch
+  int64_t total_batch_idx = 0;        // training batches finished in the whole run
+  bool epoch_finished = false;        // the epoch's batches are all done (resume at epoch+1)
+};
+
+class Trainer {
+ public:
+  using Metrics = std::map<std::string, double>;
+
+  // Validates the options (ConfigError) and resolves the hardware plan; refuses plans that
+  // cannot train yet. Nothing is written to disk until a stage runs.
+  explicit Trainer(TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // ckpt_path: "" (fresh), a file, "last" (the newest last.safetensors) or "best" (the best
+  // checkpoint of this trainer's ModelCheckpoint). fit resumes exactly from it; the other
+  // stages load its weights.
+  void fit(LightningModule& model, data::DataModule& datamodule, const std::string& ckpt_path = "");
+  // One map per dataloader of the metrics logged during the stage (epoch values). verbose:
+  // print them as a table on rank 0.
+  std::vector<Metrics> validate(LightningModule& model, data::DataModule& datamodule,
+                                const std::string& ckpt_path = "", bool verbose = true);
+  std::vector<Metrics> test(LightningModule& model, data::DataModule& datamodule,
+                            const std::string& ckpt_path = "", bool verbose = true);
+  // predict_step's outputs, one per batch, detached.
+  std::vector<Tensor> predict(LightningModule& model, data::DataModule& datamodule,
+                              const std::string& ckpt_path = "");
+
+  // ---- state, for callbacks and the module ----
+  const Metrics& callback_metrics() const { return logger_connector_.callback_metrics(); }
+  const Metrics& progress_bar_metrics() const { return logger_connector_.progress_bar_metrics(); }
+  const Metrics& logged_metrics() const { return logger_connector_.logged_metrics(); }
+  // <default_root_dir>/lightning_logs/version_N; default_root_dir when there is no logger
+  // (fast_dev_run).
+  std::string log_dir();
+  const std::string& default_root_dir() const { return options_.default_root_dir; }
+  CSVLogger* logger() { return logger_.get(); }
+  std::optional<int> logger_version();
+
+  const TrainerOptions& options() const { return options_; }
+  const ExecutionPlan& plan() const { return plan_; }
+  TrainingStrategy& strategy() { return *strategy_; }
+  int world_size() const { return strategy_->world_size(); }
+  int global_rank() const { return strategy_->global_rank(); }
+  bool is_global_zero() const { return strategy_->is_global_zero(); }
+
+  int64_t current_epoch() const { return progress_.epoch; }
+  int64_t global_step() const { return progress_.global_step; }
+  const FitProgress& fit_progress() const { return progress_; }
+  int64_t max_epochs() const { return max_epochs_; }       // -1: no limit
+  int64_t max_steps() const { return options_.max_steps; }
+  // Batches each loop runs this epoch after limits (0 before the loop knows).
+  int64_t num_training_batches() const { return num_training_batches_; }
+  int64_t num_val_batches() const { return num_val_batches_; }
+  int64_t num_test_batches() const { return num_test_batches_; }
+  int64_t num_predict_batches() const { return num_predict_batches_; }
+  int64_t num_sanity_val_batches() const { return num_sanity_batches_; }
+
+  RunningStage stage() const { return stage_; }
+  // Inside fit() (also while it validates); false in validate/test/predict.
+  bool fitting() const { return fitting_; }
+  bool training() const { return stage_ == RunningStage::Train; }
+  bool sanity_checking() const { return stage_ == RunningStage::SanityCheck; }
+  bool fast_dev_run() const { return options_.fast_dev_run.enabled(); }
+  // Set by EarlyStopping (or any callback); the fit loop stops after the current batch/epoch.
+  bool should_stop = false;
+
+  const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
+  // The first ModelCheckpoint, or null.
+  ModelCheckpoint* checkpoint_callback() const;
+  optim::Optimizer* optimizer() const { return optimizer_config_.optimizer.get(); }
+  optim::LRScheduler* lr_scheduler() const { return optimizer_config_.scheduler.get(); }
+  const OptimizerConfig& optimizer_config() const { return optimizer_config_; }
+  LightningModule* lightning_module() const { return module_; }
+  data::DataModule* datamodule() const { return datamodule_; }
+
+  // Writes a checkpoint of the current state (model, optimizer, scheduler, trainer_state) to
+  // path atomically. Rank 0 writes; the others wait.
+  void save_checkpoint(const std::string& path);
+
+  // Sends metrics straight to the loggers at the loggers' current step (LearningRateMonitor).
+  void log_to_loggers(const Metrics& metrics);
+
+  // Called by LightningModule::log.
+  LoggerConnector& logger_connector() { return logger_connector_; }
+
+ private:
+  // trainer.cpp
+  void attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage);
+  void detach(const std::string& stage);
+  void setup_logger();
+  void write_hparams();
+  std::string resolve_ckpt_path(const std::string& ckpt_path);
+  void print_metrics_table(const std::string& title, const Metrics& metrics) const;
+  template <typename Fn> void for_each_callback(Fn&& fn) {
+    for (const auto& cb : callbacks_) fn(*cb);
+  }
+  // fit_loop.cpp
+  void run_fit();
+  void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
+  bool run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last_batch);
+  void optimizer_step();
+  void step_schedulers(const std::string& interval);
+  bool should_validate_after_batch(int64_t batch_idx, bool is_last_batch) const;
+  bool max_steps_reached() const;
+  bool done_fitting() const;
+  void finish_train_epoch();
+  // evaluation_loop.cpp
+  Metrics run_evaluation(RunningStage stage, data::DataLoader& loader, int64_t num_batches);
+  void run_sanity_check(data::DataLoader* val_loader);
+  std::vector<Tensor> run_predict(data::DataLoader& loader, int64_t num_batches);
+  int64_t limited_batches(const BatchCount& limit, int64_t available, const char* option) const;
+  // checkpoint_connector.cpp
+  nlohmann::json dump_trainer_state();
+  void restore_fit_state(const std::string& path);
+  void restore_weights(const std::string& path);
+  void log_step_rows(const Metrics& rows, int64_t step);
+
+  TrainerOptions options_;
+  ExecutionPlan plan_;
+  std::unique_ptr<TrainingStrategy> strategy_;
+  int64_t max_epochs_ = 1000;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::unique_ptr<CSVLogger> logger_;
+  LoggerConnector logger_connector_;
+
+  LightningModule* module_ = nullptr;
+  data::DataModule* datamodule_ = nullptr;
+  OptimizerConfig optimizer_config_;
+  RunningStage stage_ = RunningStage::Train;
+  bool fitting_ = false;
+  FitProgress progress_;
+  int64_t resume_skip_batches_ = 0;  // batches of the resumed epoch already done before saving
+  int64_t num_training_batches_ = 0, num_val_batches_ = 0, num_test_batches_ = 0;
+  int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
+  int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
+  int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
+};
+
+}  // namespace tandem::trainer

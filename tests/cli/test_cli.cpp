@@ -1,0 +1,200 @@
+// `tandem fit|validate|test|predict` as a user runs them: the built binary (TANDEM_CLI_PATH),
+// its stdout, stderr and exit codes (0 ok, 2 usage/config errors, 1 runtime errors), and the
+// files a run leaves (metrics.csv, config.yaml, checkpoints), on a tiny generated dataset.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tiny_idx_dataset.h"
+
+#ifndef TANDEM_CLI_PATH
+#error "TANDEM_CLI_PATH must name the built tandem binary"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+  bool out_has(const std::string& s) const { return out.find(s) != std::string::npos; }
+  bool err_has(const std::string& s) const { return err.find(s) != std::string::npos; }
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A fresh directory per test process (ctest runs cases concurrently).
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::path(testing::TempDir()) / ("tandem_cli_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs `tandem args` in `cwd` with stderr captured to a file. One thread, no GPU: the runs
+// are tiny, and the test must not depend on the machine.
+RunResult run_tandem(const std::string& args, const fs::path& cwd = fs::temp_directory_path()) {
+  const std::string err_path = testing::TempDir() + "tandem_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = "cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= " +
+                          std::string(TANDEM_CLI_PATH) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = read_file(err_path);
+  std::remove(err_path.c_str());
+  return r;
+}
+
+fs::path find_first(const fs::path& root, const std::string& extension) {
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() == extension) return entry.path();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST(Cli, HelpPerSubcommand) {
+  for (const std::string stage : {"fit", "validate", "test", "predict"}) {
+    auto r = run_tandem(stage + " --help");
+    EXPECT_EQ(r.exit_code, 0) << stage << ": " << r.err;
+    EXPECT_TRUE(r.out_has("usage: tandem " + stage)) << r.out;
+    EXPECT_TRUE(r.out_has("--trainer.max_epochs")) << r.out;
+    EXPECT_TRUE(r.out_has("--model=cnn")) << r.out;
+    EXPECT_TRUE(r.out_has("--optimizer=AdamW")) << r.out;
+    EXPECT_TRUE(r.out_has("--lr_scheduler.step_size")) << r.out;
+    EXPECT_TRUE(r.out_has("--data.batch_size")) << r.out;
+  }
+  auto top = run_tandem("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* name : {"fit", "validate", "test", "predict", "plan"}) EXPECT_TRUE(top.out_has(name)) << top.out;
+}
+
+TEST(Cli, PrintConfigRoundTripsThroughConfig) {
+  const fs::path dir = temp_dir("print_config");
+  auto first = run_tandem("fit --model=cnn --optimizer=AdamW --lr_scheduler=StepLR --lr_scheduler.step_size=5 "
+                          "--trainer.max_epochs=3 --seed_everything=7 --print_config");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  for (const char* key : {"seed_everything: 7", "ckpt_path: ~", "max_epochs: 3", "name: cnn", "batch_norm: false",
+                          "name: AdamW", "weight_decay: 0.01", "step_size: 5", "batch_size: 256",
+                          "root: /usr/share/datasets/fashion-mnist"}) {
+    EXPECT_TRUE(first.out_has(key)) << "missing '" << key << "' in:\n" << first.out;
+  }
+  std::ofstream(dir / "run.yaml") << first.out;
+  auto again = run_tandem("fit --config " + (dir / "run.yaml").string() + " --print_config");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, first.out);
+  // Flags override the file wherever they appear.
+  auto override = run_tandem("test --optimizer.lr=0.01 --config " + (dir / "run.yaml").string() + " --print_config");
+  ASSERT_EQ(override.exit_code, 0) << override.err;
+  EXPECT_TRUE(override.out_has("lr: 0.01")) << override.out;
+  EXPECT_TRUE(override.out_has("name: AdamW")) << override.out;
+}
+
+TEST(Cli, DefaultsAreTheMainJob) {
+  auto r = run_tandem("fit --print_config");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* key : {"name: mlp", "hidden: [1024, 1024]", "name: Adam", "lr: 0.001", "lr_scheduler: ~",
+                          "accelerator: auto", "max_epochs: 10"}) {
+    EXPECT_TRUE(r.out_has(key)) << "missing '" << key << "' in:\n" << r.out;
+  }
+}
+
+TEST(Cli, UnknownFlagSuggestsTheClosest) {
+  auto r = run_tandem("fit --trainer.max_epoch=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(r.err_has("did you mean --trainer.max_epochs?")) << r.err;
+  auto section = run_tandem("fit --optimzer=AdamW");
+  EXPECT_EQ(section.exit_code, 2);
+  EXPECT_TRUE(section.err_has("did you mean --optimizer")) << section.err;
+  auto subcommand = run_tandem("fitt");
+  EXPECT_EQ(subcommand.exit_code, 2);
+  EXPECT_TRUE(subcommand.err_has("did you mean 'fit'?")) << subcommand.err;
+}
+
+TEST(Cli, BadValuesSayWhatIsAllowed) {
+  auto epochs = run_tandem("fit --trainer.max_epochs=abc");
+  EXPECT_EQ(epochs.exit_code, 2);
+  EXPECT_TRUE(epochs.err_has("expected an integer")) << epochs.err;
+  auto optimizer = run_tandem("fit --optimizer=RMSprop");
+  EXPECT_EQ(optimizer.exit_code, 2);
+  EXPECT_TRUE(optimizer.err_has("SGD, Adam, AdamW")) << optimizer.err;
+  auto model = run_tandem("fit --model=resnet");
+  EXPECT_EQ(model.exit_code, 2);
+  EXPECT_TRUE(model.err_has("mlp, cnn")) << model.err;
+  auto lr = run_tandem("fit --optimizer.lr=0");
+  EXPECT_EQ(lr.exit_code, 2);
+  EXPECT_TRUE(lr.err_has("--optimizer.lr=0")) << lr.err;
+  auto batch = run_tandem("fit --data.batch_size=0");
+  EXPECT_EQ(batch.exit_code, 2);
+  EXPECT_TRUE(batch.err_has("batch_size")) << batch.err;
+  auto missing_file = run_tandem("fit --config /nonexistent/run.yaml");
+  EXPECT_EQ(missing_file.exit_code, 2);
+  EXPECT_TRUE(missing_file.err_has("/nonexistent/run.yaml")) << missing_file.err;
+}
+
+TEST(Cli, MissingDataSaysHowToInstallIt) {
+  const fs::path dir = temp_dir("missing_data");
+  auto r = run_tandem("fit --data.root=" + (dir / "nothing_here").string() + " --trainer.max_epochs=1", dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.err_has("dataset-fashion-mnist")) << r.err;
+  EXPECT_TRUE(r.err_has("--data.root")) << r.err;
+}
+
+TEST(Cli, TinyFitThenTestTheCheckpoint) {
+  const fs::path dir = temp_dir("fit");
+  fs::create_directories(dir / "data");
+  write_tiny_fashion_mnist((dir / "data").string(), 60, 20);
+  const std::string data = "--data.root=" + (dir / "data").string() + " --data.val_size=12 --data.batch_size=8";
+  const std::string common = data + " --trainer.default_root_dir=" + (dir / "runs").string() +
+                             " --trainer.accelerator=cpu --trainer.enable_progress_bar=false";
+  auto fit = run_tandem("fit " + common + " --model.hidden=[32] --trainer.max_epochs=1 "
+                        "--trainer.limit_train_batches=2 --trainer.log_every_n_steps=1", dir);
+  ASSERT_EQ(fit.exit_code, 0) << fit.out << fit.err;
+  EXPECT_TRUE(fit.out_has("val_acc")) << fit.out;  // the final metrics table
+
+  const fs::path version = dir / "runs" / "lightning_logs" / "version_0";
+  const std::string metrics = read_file(version / "metrics.csv");
+  const std::string header = metrics.substr(0, metrics.find('\n'));
+  for (const char* column : {"step", "epoch", "train_loss", "val_loss", "val_acc"}) {
+    EXPECT_NE(header.find(column), std::string::npos) << "no " << column << " column in: " << header;
+  }
+  EXPECT_TRUE(fs::exists(version / "hparams.yaml"));
+  EXPECT_TRUE(fs::exists(version / "config.yaml"));
+  const fs::path ckpt = find_first(version, ".safetensors");
+  ASSERT_FALSE(ckpt.empty()) << "no checkpoint under " << version;
+
+  // The saved config rebuilds the same model; the checkpoint supplies its weights.
+  auto test = run_tandem("test --config " + (version / "config.yaml").string() + " --ckpt_path=" + ckpt.string(), dir);
+  ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
+  EXPECT_TRUE(test.out_has("test_acc")) << test.out;
+  EXPECT_TRUE(test.out_has("test_loss")) << test.out;
+
+  auto predict = run_tandem("predict " + common + " --model.hidden=[32] --ckpt_path=" + ckpt.string() +
+                            " --predictions=" + (dir / "pred.csv").string(), dir);
+  ASSERT_EQ(predict.exit_code, 0) << predict.out << predict.err;
+  const std::string predictions = read_file(dir / "pred.csv");
+  EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 21) << predictions;  // header + 20
+
+  // A checkpoint of another architecture is a runtime error (exit 1) naming the mismatch.
+  auto wrong = run_tandem("test " + common + " --ckpt_path=" + ckpt.string(), dir);
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out << wrong.err;
+  fs::remove_all(dir);
+}

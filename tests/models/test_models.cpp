@@ -1,0 +1,142 @@
+// The models: exact layer shapes and parameter counts (checked by hand below), PyTorch
+// state_dict names, both input layouts, the logged metric names' inputs, and the optimizer the
+// CLI's sections build.
+//   MLP 784-1024-1024-10: 784*1024+1024 + 1024*1024+1024 + 1024*10+10 = 803,840 + 1,049,600
+//                         + 10,250 = 1,863,690
+//   CNN: conv1 32*1*9+32 = 320, conv2 64*32*9+64 = 18,496, fc1 3136*128+128 = 401,536,
+//        fc2 128*10+10 = 1,290: 421,642 (+ 2*(32+64) = 192 BN weights and biases with batch_norm)
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/nn/nn.h"
+#include "engine/ops/ops.h"
+#include "engine/optim/adam.h"
+#include "engine/tensor/generator.h"
+#include "models/cnn.h"
+#include "models/mlp.h"
+
+using namespace tandem;
+using namespace tandem::models;
+
+namespace {
+
+int64_t count_parameters(const nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+Shape shape_of(const nn::Module& m, const std::string& key) { return m.state_dict().at(key).shape(); }
+
+data::Batch random_batch(int64_t b, bool flat) {
+  Tensor x = flat ? Tensor::randn({b, 784}) : Tensor::randn({b, 1, 28, 28});
+  std::vector<int64_t> y(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) y[size_t(i)] = i % 10;
+  return {x, Tensor::from_vector(y, {b})};
+}
+
+}  // namespace
+
+TEST(MLP, DefaultIs784_1024_1024_10) {
+  MLP mlp;
+  EXPECT_EQ(count_parameters(mlp), 1863690);
+  EXPECT_EQ(mlp.state_dict().keys(), (std::vector<std::string>{"net.0.weight", "net.0.bias", "net.2.weight",
+                                                                "net.2.bias", "net.4.weight", "net.4.bias"}));
+  EXPECT_EQ(shape_of(mlp, "net.0.weight"), (Shape{1024, 784}));  // Linear weight [out, in]
+  EXPECT_EQ(shape_of(mlp, "net.2.weight"), (Shape{1024, 1024}));
+  EXPECT_EQ(shape_of(mlp, "net.4.weight"), (Shape{10, 1024}));
+  EXPECT_EQ(mlp.name(), "MLP");
+}
+
+TEST(MLP, TakesImagesAndFlatInputs) {
+  MLP mlp({.hidden = {64}});
+  EXPECT_EQ(mlp.forward(Tensor::randn({3, 1, 28, 28})).shape(), (Shape{3, 10}));
+  EXPECT_EQ(mlp.forward(Tensor::randn({3, 784})).shape(), (Shape{3, 10}));
+}
+
+TEST(MLP, HiddenSizesAndDropout) {
+  MLP mlp({.hidden = {512, 256}, .dropout = 0.25});
+  // Linear ReLU Dropout Linear ReLU Dropout Linear
+  EXPECT_EQ(mlp.net->size(), 7u);
+  EXPECT_EQ(shape_of(mlp, "net.3.weight"), (Shape{256, 512}));
+  EXPECT_EQ(shape_of(mlp, "net.6.weight"), (Shape{10, 256}));
+  EXPECT_EQ(count_parameters(mlp), 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10);
+  EXPECT_EQ(mlp.hparams["hidden"], (nlohmann::json{512, 256}));
+  EXPECT_DOUBLE_EQ(mlp.hparams["dropout"].get<double>(), 0.25);
+  EXPECT_THROW(MLP({.hidden = {}}), ValueError);
+  EXPECT_THROW(MLP({.hidden = {16}, .dropout = 1.0}), ValueError);
+}
+
+TEST(CNN, LayersAndParameterCount) {
+  CNN cnn;
+  EXPECT_EQ(count_parameters(cnn), 421642);
+  EXPECT_EQ(shape_of(cnn, "net.0.weight"), (Shape{32, 1, 3, 3}));
+  EXPECT_EQ(shape_of(cnn, "net.3.weight"), (Shape{64, 32, 3, 3}));
+  EXPECT_EQ(shape_of(cnn, "net.7.weight"), (Shape{128, 3136}));
+  EXPECT_EQ(shape_of(cnn, "net.9.weight"), (Shape{10, 128}));
+  EXPECT_EQ(cnn.state_dict().keys().size(), 8u);
+}
+
+TEST(CNN, BatchNormAfterEachConv) {
+  CNN cnn({.batch_norm = true});
+  EXPECT_EQ(count_parameters(cnn), 421642 + 2 * (32 + 64));
+  EXPECT_EQ(shape_of(cnn, "net.1.running_mean"), (Shape{32}));
+  EXPECT_EQ(shape_of(cnn, "net.5.running_var"), (Shape{64}));
+  EXPECT_TRUE(cnn.state_dict().contains("net.5.num_batches_tracked"));
+  EXPECT_EQ(shape_of(cnn, "net.9.weight"), (Shape{128, 3136}));
+  EXPECT_EQ(cnn.hparams["batch_norm"], true);
+}
+
+TEST(CNN, TakesImagesAndFlatInputs) {
+  CNN cnn;
+  EXPECT_EQ(cnn.forward(Tensor::randn({2, 1, 28, 28})).shape(), (Shape{2, 10}));
+  EXPECT_EQ(cnn.forward(Tensor::randn({2, 784})).shape(), (Shape{2, 10}));
+  EXPECT_EQ(cnn.forward(Tensor::randn({2, 28, 28})).shape(), (Shape{2, 10}));
+  EXPECT_THROW(cnn.forward(Tensor::randn({2, 100})), ShapeError);
+}
+
+TEST(Models, SameSeedSameWeights) {
+  manual_seed(7);
+  MLP a({.hidden = {32}});
+  manual_seed(7);
+  MLP b({.hidden = {32}});
+  EXPECT_EQ(a.net->at<nn::Linear>(0)->weight.to_vector<float>(), b.net->at<nn::Linear>(0)->weight.to_vector<float>());
+}
+
+TEST(Models, AccuracyCountsArgmaxHits) {
+  Tensor logits = Tensor::from_vector<float>({0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f, 0.6f, 0.4f}, {4, 2});
+  Tensor target = Tensor::from_vector<int64_t>({1, 0, 0, 0}, {4});
+  EXPECT_DOUBLE_EQ(accuracy(logits, target).item(), 0.75);
+}
+
+TEST(Models, DefaultOptimizerIsAdam1e3) {
+  MLP mlp({.hidden = {8}});
+  auto config = mlp.configure_optimizers();
+  ASSERT_TRUE(config.optimizer);
+  EXPECT_EQ(config.optimizer->name(), "Adam");
+  EXPECT_DOUBLE_EQ(config.optimizer->param_groups()[0].lr(), 1e-3);
+  EXPECT_FALSE(config.scheduler);
+  EXPECT_EQ(mlp.hparams["optimizer"]["name"], "Adam");
+  EXPECT_TRUE(mlp.hparams["lr_scheduler"].is_null());
+}
+
+TEST(Models, TrainingStepsLowerTheLoss) {
+  manual_seed(0);
+  MLP mlp({.hidden = {64}});
+  data::Batch batch = random_batch(32, false);
+  auto config = mlp.configure_optimizers();
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    Tensor loss = mlp.training_step(batch, step);  // no trainer attached: log is a no-op
+    (step == 0 ? first : last) = loss.item();
+    config.optimizer->zero_grad();
+    loss.backward();
+    config.optimizer->step();
+  }
+  EXPECT_TRUE(std::isfinite(last));
+  EXPECT_LT(last, first * 0.5);
+  mlp.eval();
+  mlp.validation_step(batch, 0);  // logs only; must not throw without a trainer
+  mlp.test_step(random_batch(4, true), 0);
+}

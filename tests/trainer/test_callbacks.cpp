@@ -1,0 +1,283 @@
+// Callbacks: ModelCheckpoint (top-k, last, best, filenames), EarlyStopping, LearningRateMonitor,
+// ModelSummary and the progress bar's output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/trainer/callbacks/early_stopping.h"
+#include "engine/trainer/callbacks/learning_rate_monitor.h"
+#include "engine/trainer/callbacks/model_checkpoint.h"
+#include "engine/trainer/callbacks/model_summary.h"
+#include "engine/trainer/callbacks/progress_bar.h"
+#include "tests/accelerators/expect_error.h"
+#include "trainer_test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace tandem::trainer {
+namespace {
+
+using testing::quiet_options;
+using testing::SyntheticDataModule;
+using testing::TempDir;
+using testing::TinyClassifier;
+
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+TEST(ModelCheckpointTest, KeepsTheTopKByMonitorAndLast) {
+  TempDir dir;
+  const std::string ckpts = dir.path + "/ckpts";
+  ModelCheckpointOptions mo;
+  mo.dirpath = ckpts;
+  mo.monitor = "scripted";
+  mo.mode = "min";
+  mo.save_top_k = 2;
+  mo.save_last = true;
+  mo.filename = "{epoch}-{scripted:.1f}";
+  auto mc = std::make_shared<ModelCheckpoint>(mo);
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 5;
+  o.limit_train_batches = 2;
+  o.callbacks = {mc};
+  Trainer trainer(o);
+  TinyClassifier model;
+  model.scripted_val_loss = {5, 3, 4, 1, 2};
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(files_in(ckpts), (std::set<std::string>{"epoch=3-scripted=1.0.safetensors",
+                                                     "epoch=4-scripted=2.0.safetensors", "last.safetensors"}));
+  EXPECT_EQ(mc->best_model_path(), ckpts + "/epoch=3-scripted=1.0.safetensors");
+  EXPECT_DOUBLE_EQ(*mc->best_model_score(), 1.0);
+  EXPECT_EQ(mc->last_model_path(), ckpts + "/last.safetensors");
+  EXPECT_EQ(trainer.checkpoint_callback(), mc.get());
+}
+
+TEST(ModelCheckpointTest, MaxModeKeepsTheLargest) {
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.dirpath = dir.path + "/c";
+  mo.monitor = "scripted";
+  mo.mode = "max";
+  mo.filename = "{epoch}";
+  auto mc = std::make_shared<ModelCheckpoint>(mo);
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 3;
+  o.limit_train_batches = 1;
+  o.callbacks = {mc};
+  Trainer trainer(o);
+  TinyClassifier model;
+  model.scripted_val_loss = {1, 7, 3};
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(files_in(dir.path + "/c"), (std::set<std::string>{"epoch=1.safetensors"}));
+}
+
+TEST(ModelCheckpointTest, DefaultKeepsTheLatestUnderLogDir) {
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;  // adds ModelCheckpoint()
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  const std::string ckpts = trainer.log_dir() + "/checkpoints";
+  EXPECT_EQ(files_in(ckpts), (std::set<std::string>{"epoch=1-step=16.safetensors"}));
+  ASSERT_NE(trainer.checkpoint_callback(), nullptr);
+  EXPECT_EQ(trainer.checkpoint_callback()->best_model_path(), ckpts + "/epoch=1-step=16.safetensors");
+}
+
+TEST(ModelCheckpointTest, FilenameTemplates) {
+  ModelCheckpointOptions mo;
+  mo.filename = "epoch={epoch}-step={step}";
+  EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(3, 120, {}), "epoch=3-step=120");
+  mo.filename = "{epoch}-{val_loss:.3f}";
+  EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(3, 120, {{"val_loss", 0.12345}}), "epoch=3-val_loss=0.123");
+  mo.filename = "best-{epoch:03d}";
+  EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(7, 0, {}), "best-epoch=007");
+  mo.filename = "{epoch}-{train/loss:.2f}";
+  EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(1, 0, {{"train/loss", 0.5}}), "epoch=1-train_loss=0.50");
+  mo.filename = "{epoch}_{step}";
+  mo.auto_insert_metric_name = false;
+  EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(2, 9, {}), "2_9");
+  EXPECT_EQ(ModelCheckpoint().format_checkpoint_name(0, 8, {}), "epoch=0-step=8");
+}
+
+TEST(ModelCheckpointTest, MissingMonitorIsAClearError) {
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.dirpath = dir.path + "/c";
+  mo.monitor = "val_acc";
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 1;
+  o.limit_train_batches = 1;
+  o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  expect_error<ConfigError>([&] { trainer.fit(model, dm); }, {"val_acc", "val_loss", "train_loss"});
+}
+
+TEST(ModelCheckpointTest, InvalidOptions) {
+  ModelCheckpointOptions mo;
+  mo.save_top_k = 3;
+  expect_error<ConfigError>([&] { ModelCheckpoint{mo}; }, {"save_top_k=3", "monitor"});
+  mo = {};
+  mo.mode = "lowest";
+  expect_error<ConfigError>([&] { ModelCheckpoint{mo}; }, {"lowest", "'min' or 'max'"});
+}
+
+TEST(EarlyStoppingTest, StopsAfterPatienceChecksWithoutImprovement) {
+  TempDir dir;
+  auto es = std::make_shared<EarlyStopping>("scripted", 2);
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 10;
+  o.limit_train_batches = 1;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  TinyClassifier model;
+  // best 5 -> 4 (epoch 1); 4.5 and 4.2 do not improve: stop after epoch 3.
+  model.scripted_val_loss = {5, 4, 4.5, 4.2, 1, 1, 1, 1, 1, 1};
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(model.count["on_train_epoch_start"], 4);
+  EXPECT_EQ(es->stopped_epoch(), 3);
+  EXPECT_EQ(es->wait_count(), 2);
+  EXPECT_DOUBLE_EQ(es->best_score(), 4.0);
+  EXPECT_TRUE(trainer.should_stop);
+}
+
+TEST(EarlyStoppingTest, MinDeltaAndMaxMode) {
+  TempDir dir;
+  EarlyStoppingOptions eo;
+  eo.monitor = "scripted";
+  eo.mode = "max";
+  eo.patience = 1;
+  eo.min_delta = 0.5;
+  auto es = std::make_shared<EarlyStopping>(eo);
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 10;
+  o.limit_train_batches = 1;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  TinyClassifier model;
+  model.scripted_val_loss = {1, 2, 2.3, 5, 5};  // 2.3 is not 0.5 better than 2: stop at epoch 2
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(es->stopped_epoch(), 2);
+  EXPECT_EQ(model.count["on_train_epoch_start"], 3);
+}
+
+TEST(EarlyStoppingTest, MissingMonitorListsTheLoggedMetrics) {
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 2;
+  o.limit_train_batches = 1;
+  o.callbacks = {std::make_shared<EarlyStopping>("val_accuracy")};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  expect_error<ConfigError>([&] { trainer.fit(model, dm); }, {"val_accuracy", "val_loss"});
+}
+
+TEST(LearningRateMonitorTest, LogsTheRatePerEpoch) {
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 3;
+  o.limit_train_batches = 2;
+  o.callbacks = {std::make_shared<LearningRateMonitor>()};  // follows StepLR's epoch interval
+  Trainer trainer(o);
+  TinyClassifier model(0.04);
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  std::ifstream f(trainer.log_dir() + "/metrics.csv");
+  std::string header;
+  std::getline(f, header);
+  EXPECT_NE(header.find("lr-Adam"), std::string::npos) << header;
+  std::vector<double> rates;
+  const size_t column = size_t(std::count(header.begin(), header.begin() + long(header.find("lr-Adam")), ','));
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    if (cells.size() > column && !cells[column].empty()) rates.push_back(std::stod(cells[column]));
+  }
+  EXPECT_EQ(rates, (std::vector<double>{0.04, 0.04, 0.02}));  // StepLR(step_size=2, gamma=0.5)
+}
+
+TEST(LearningRateMonitorTest, NamesGroups) {
+  auto a = Tensor::zeros({2}).requires_grad_();
+  auto b = Tensor::zeros({2}).requires_grad_();
+  optim::SGD sgd(std::vector<optim::ParamGroup>{{{a}, {{"lr", 0.1}}}, {{b}, {{"lr", 0.2}}}});
+  const auto rates = LearningRateMonitor::learning_rates(sgd);
+  EXPECT_DOUBLE_EQ(rates.at("lr-SGD/pg1"), 0.1);
+  EXPECT_DOUBLE_EQ(rates.at("lr-SGD/pg2"), 0.2);
+}
+
+TEST(ModelSummaryTest, TableListsChildrenAndTotals) {
+  TinyClassifier model;
+  const std::string table = ModelSummary::summarize(model);
+  EXPECT_NE(table.find("net"), std::string::npos) << table;
+  EXPECT_NE(table.find("Sequential"), std::string::npos) << table;
+  EXPECT_NE(table.find("131        Trainable params"), std::string::npos) << table;  // 4*16+16 + 16*3+3
+  EXPECT_NE(table.find("Total params"), std::string::npos) << table;
+  const std::string deep = ModelSummary::summarize(model, 2);
+  EXPECT_NE(deep.find("net.0"), std::string::npos) << deep;
+  EXPECT_NE(deep.find("Linear"), std::string::npos) << deep;
+  EXPECT_EQ(ModelSummary::human_count(999), "999");
+  EXPECT_EQ(ModelSummary::human_count(12345), "12.3 K");
+  EXPECT_EQ(ModelSummary::human_count(101770), "101 K");
+  EXPECT_EQ(ModelSummary::human_count(1863690), "1.9 M");
+}
+
+TEST(ProgressBarTest, RenderShowsPercentCountRateEtaAndPostfix) {
+  const std::string line = ProgressBar::render("Epoch 0/3", 4, 8, 2.0, "v_num=1, loss=0.5");
+  EXPECT_NE(line.find("Epoch 0/3: "), std::string::npos) << line;
+  EXPECT_NE(line.find(" 50%"), std::string::npos) << line;
+  EXPECT_NE(line.find("4/8"), std::string::npos) << line;
+  EXPECT_NE(line.find("[00:02<00:02"), std::string::npos) << line;
+  EXPECT_NE(line.find("2.00it/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("v_num=1, loss=0.5]"), std::string::npos) << line;
+}
+
+TEST(ProgressBarTest, PlainOutputPrintsPeriodicLines) {
+  TempDir dir;
+  const std::string path = dir.path + "/bar.txt";
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 2;
+  o.callbacks = {std::make_shared<ProgressBar>(out, false, 50)};
+  {
+    Trainer trainer(o);
+    TinyClassifier model;
+    SyntheticDataModule dm;
+    trainer.fit(model, dm);
+  }
+  std::fclose(out);
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(f, l);) lines.push_back(l);
+  // Per epoch: at 50% and at 100% (the epoch's end), no '\r'.
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("Epoch 0/2:  50%"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("8/8"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("v_num=0"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("loss="), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("val_loss="), std::string::npos) << lines[1];
+  EXPECT_NE(lines[3].find("Epoch 1/2: 100%"), std::string::npos) << lines[3];
+  for (const auto& l : lines) EXPECT_EQ(l.find('\r'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::trainer

@@ -1,0 +1,73 @@
+// Invalid Trainer options are ConfigErrors that name the option, the value and what is allowed;
+// plans the Trainer cannot run yet are refused with what is supported.
+#include <gtest/gtest.h>
+
+#include "engine/config/config_args.h"
+#include "engine/config/trainer_section.h"
+#include "tests/accelerators/expect_error.h"
+#include "tests/accelerators/scoped_env.h"
+#include "trainer_test_util.h"
+
+namespace tandem::trainer {
+namespace {
+
+using testing::quiet_options;
+
+void expect_invalid(const std::function<void(TrainerOptions&)>& change, std::initializer_list<std::string> fragments) {
+  TrainerOptions o = quiet_options("/tmp");
+  change(o);
+  expect_error<ConfigError>([&] { Trainer t(o); }, fragments);
+}
+
+TEST(TrainerOptionsTest, InvalidValuesAreConfigErrors) {
+  expect_invalid([](auto& o) { o.max_epochs = -2; }, {"max_epochs=-2", "-1 (no limit)"});
+  expect_invalid([](auto& o) { o.max_steps = -5; }, {"max_steps=-5", ">= 0"});
+  expect_invalid([](auto& o) { o.limit_train_batches = 1.5; }, {"limit_train_batches=1.5", "[0.0, 1.0]"});
+  expect_invalid([](auto& o) { o.limit_val_batches = -1; }, {"limit_val_batches=-1", ">= 0"});
+  expect_invalid([](auto& o) { o.val_check_interval = 1.5; }, {"val_check_interval=1.5", "(0.0, 1.0]"});
+  expect_invalid([](auto& o) { o.val_check_interval = 0; }, {"val_check_interval=0", ">= 1"});
+  expect_invalid([](auto& o) { o.check_val_every_n_epoch = 0; }, {"check_val_every_n_epoch=0", ">= 1"});
+  expect_invalid([](auto& o) { o.check_val_every_n_epoch.reset(); o.val_check_interval = 0.5; },
+                 {"val_check_interval=0.5", "must be an int"});
+  expect_invalid([](auto& o) { o.num_sanity_val_steps = -3; }, {"num_sanity_val_steps=-3"});
+  expect_invalid([](auto& o) { o.accumulate_grad_batches = 0; }, {"accumulate_grad_batches=0", ">= 1"});
+  expect_invalid([](auto& o) { o.gradient_clip_val = -1.0; }, {"gradient_clip_val", ">= 0"});
+  expect_invalid([](auto& o) { o.gradient_clip_algorithm = "l2"; }, {"gradient_clip_algorithm=l2", "'norm' or 'value'"});
+  expect_invalid([](auto& o) { o.log_every_n_steps = 0; }, {"log_every_n_steps=0"});
+  expect_invalid([](auto& o) { o.fast_dev_run = -1; }, {"fast_dev_run=-1"});
+  expect_invalid([](auto& o) { o.precision = "8-true"; }, {"8-true", "32-true"});
+}
+
+TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
+  expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "32-true", "64-true"});
+  expect_invalid([](auto& o) { o.devices = 2; }, {"strategy=ddp", "cannot train yet"});
+  expect_invalid([](auto& o) { o.strategy = "ddp"; o.devices = 1; }, {"ddp", "cannot train yet"});
+}
+
+TEST(TrainerOptionsTest, SimulatedGpusArePlannedButNotTrainedOn) {
+  ScopedEnv env;
+  env.set("TANDEM_SIMULATE_CUDA_DEVICES", "2");
+  expect_invalid([](auto& o) { o.accelerator = "cuda"; o.devices = 1; }, {"refusing to train", "TANDEM_SIMULATE_CUDA_DEVICES"});
+}
+
+TEST(TrainerOptionsTest, ZeroBatchFractionIsAnError) {
+  testing::TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.limit_train_batches = 0.05;  // 5% of 8 batches is 0
+  Trainer trainer(o);
+  testing::TinyClassifier model;
+  testing::SyntheticDataModule dm;
+  expect_error<ConfigError>([&] { trainer.fit(model, dm); }, {"limit_train_batches=0.05", "0 of the 8"});
+}
+
+TEST(TrainerOptionsTest, BatchCountParsesIntsAndFractions) {
+  EXPECT_TRUE(BatchCount::parse("10", "x").is_count());
+  EXPECT_EQ(BatchCount::parse("10", "x").count(), 10);
+  EXPECT_FALSE(BatchCount::parse("1.0", "x").is_count());
+  EXPECT_DOUBLE_EQ(BatchCount::parse("0.25", "x").fraction(), 0.25);
+  EXPECT_EQ(BatchCount(1.0).str(), "1.0");
+  expect_error<ConfigError>([] { BatchCount::parse("ten", "limit_val_batches"); }, {"limit_val_batches=ten"});
+}
+
+}  // namespace
+}  // namespace tandem::trainer
