@@ -88,13 +88,14 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const data::FashionMNISTOptions data_options = data_options_from_config(config);
   std::shared_ptr<trainer::LightningModule> model = models::make_model(config);
   data::FashionMNISTDataModule datamodule(data_options);
+  const bool trainer_prints_table = trainer_options.enable_progress_bar;  // the Trainer prints one after fit
   trainer::Trainer trainer(std::move(trainer_options));
   const std::string ckpt_path = ckpt_path_of(config);
 
   if (stage == "fit") {
     trainer.fit(*model, datamodule, ckpt_path);
     save_config(config, trainer.log_dir());
-    print_metrics_table("final metric", trainer.callback_metrics());
+    if (!trainer_prints_table) print_metrics_table("final metric", trainer.callback_metrics());
     std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
   } else if (stage == "validate") {
     trainer.validate(*model, datamodule, ckpt_path);
