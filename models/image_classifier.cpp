@@ -43,8 +43,10 @@ Tensor accuracy(const Tensor& logits, const Tensor& target) {
 
 void ImageClassifier::evaluate(const data::Batch& batch, const std::string& stage) {
   const Tensor logits = forward(batch.input);
-  log(stage + "_loss", cross_entropy(logits, batch.target), {.prog_bar = true});
-  log(stage + "_acc", accuracy(logits, batch.target), {.prog_bar = true});
+  // sync_dist: under DDP each rank sees a shard; the epoch values are means over all ranks'
+  // examples, weighted by batch size.
+  log(stage + "_loss", cross_entropy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
+  log(stage + "_acc", accuracy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
 }
 
 void ImageClassifier::validation_step(const data::Batch& batch, int64_t) { evaluate(batch, "val"); }

@@ -13,6 +13,7 @@
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
 #include "engine/ops/ops.h"
+#include "engine/strategies/mpirun_launcher.h"
 #include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/registry.h"
@@ -56,16 +57,36 @@ void save_config(const YAML::Node& config, const std::string& log_dir) {
   out << config_to_yaml(config);
 }
 
-// index,class for every example predict_step saw (its logits' argmax).
-void write_predictions(const std::vector<Tensor>& outputs, const std::string& path) {
+// index,class for every example predict_step saw (its logits' argmax). Under DDP each rank
+// predicted the examples r, r + W, r + 2W, ... (predict shards without repeats); rank 0
+// gathers every rank's classes (padded with -1 to the longest shard) and writes one file in
+// dataset order.
+void write_predictions(trainer::Trainer& trainer, const std::vector<Tensor>& outputs, const std::string& path) {
+  std::vector<int64_t> mine;
+  for (const Tensor& logits : outputs) {
+    for (int64_t c : argmax(logits.to(Device::cpu()), 1).to_vector<int64_t>()) mine.push_back(c);
+  }
+  const int world = trainer.world_size();
+  std::vector<int64_t> classes = mine;
+  if (world > 1) {
+    int64_t longest = trainer.strategy().reduce(double(mine.size()), trainer::ReduceFx::Max);
+    mine.resize(size_t(longest), -1);
+    const std::vector<int64_t> all =
+        trainer.strategy().all_gather(Tensor::from_vector<int64_t>(mine, {longest})).to_vector<int64_t>();  // [W, longest]
+    classes.clear();
+    for (int64_t k = 0; k < longest; ++k) {
+      for (int r = 0; r < world; ++r) {
+        const int64_t c = all[size_t(r * longest + k)];
+        if (c >= 0) classes.push_back(c);
+      }
+    }
+  }
+  if (!trainer.is_global_zero()) return;
   std::ofstream out(path);
   if (!out) throw DataError("cannot write predictions to " + path + "; check that the directory exists and is writable");
   out << "index,class\n";
-  int64_t index = 0;
-  for (const Tensor& logits : outputs) {
-    for (int64_t c : argmax(logits.to(Device::cpu()), 1).to_vector<int64_t>()) out << index++ << "," << c << "\n";
-  }
-  std::cout << "tandem predict: wrote " << index << " predictions to " << path << "\n";
+  for (size_t i = 0; i < classes.size(); ++i) out << i << "," << classes[i] << "\n";
+  std::cout << "tandem predict: wrote " << classes.size() << " predictions to " << path << "\n";
 }
 
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
@@ -89,14 +110,24 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   std::shared_ptr<trainer::LightningModule> model = models::make_model(config);
   data::FashionMNISTDataModule datamodule(data_options);
   const bool trainer_prints_table = trainer_options.enable_progress_bar;  // the Trainer prints one after fit
+  // Several processes asked for and none launched us (ddp with devices > 1 started by hand):
+  // become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script.
+  const ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
+  if (plan.launch && plan.strategy_implemented) {
+    std::vector<std::string> argv{"tandem", stage};
+    argv.insert(argv.end(), args.begin(), args.end());
+    relaunch_with_mpirun(plan, argv);
+  }
   trainer::Trainer trainer(std::move(trainer_options));
   const std::string ckpt_path = ckpt_path_of(config);
 
   if (stage == "fit") {
     trainer.fit(*model, datamodule, ckpt_path);
-    save_config(config, trainer.log_dir());
-    if (!trainer_prints_table) print_metrics_table("final metric", trainer.callback_metrics());
-    std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
+    if (trainer.is_global_zero()) {
+      save_config(config, trainer.log_dir());
+      if (!trainer_prints_table) print_metrics_table("final metric", trainer.callback_metrics());
+      std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
+    }
   } else if (stage == "validate") {
     trainer.validate(*model, datamodule, ckpt_path);
   } else if (stage == "test") {
@@ -105,7 +136,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
     const std::vector<Tensor> outputs = trainer.predict(*model, datamodule, ckpt_path);
     std::string path = (std::filesystem::path(trainer.default_root_dir()) / "predictions.csv").string();
     if (auto it = parsed.app_flags.find("predictions"); it != parsed.app_flags.end()) path = it->second.back();
-    write_predictions(outputs, path);
+    write_predictions(trainer, outputs, path);
   }
   return 0;
 }

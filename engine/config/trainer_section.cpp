@@ -55,6 +55,12 @@ SectionSpec trainer_section() {
   add(precision);
   add(option("auto_select_gpus", ValueKind::Bool, YAML::Node(false),
              "with devices=k, use the first k GPUs that are free now"));
+  OptionSpec backend = option("process_group_backend", ValueKind::String, YAML::Node("auto"),
+                              "DDP transport: auto (nccl for GPUs when built, else mpi), mpi, nccl");
+  backend.choices = {"auto", "mpi", "nccl", "local"};
+  add(backend);
+  add(option("collective_timeout", ValueKind::Float, YAML::Node(600.0),
+             "seconds a collective may take before the job fails with an error naming the missing ranks"));
 
   OptionSpec max_epochs = option("max_epochs", ValueKind::Int, null_node(),
                                  "stop after this many epochs (null: 1000 unless max_steps is set; -1: no limit)");

@@ -59,6 +59,9 @@ nlohmann::json Trainer::dump_trainer_state() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   TANDEM_CHECK(module_ != nullptr, ValueError, "save_checkpoint(" + path + "): no model is attached; call it during fit");
+  // Every rank has chosen its file names (ModelCheckpoint checks which exist) before rank 0
+  // writes, so all ranks agree on best_model_path and friends.
+  strategy_->barrier("before save_checkpoint");
   if (is_global_zero()) {
     Checkpoint ckpt;
     ckpt.model = module_->state_dict();
@@ -122,10 +125,22 @@ void Trainer::restore_fit_state(const std::string& path) {
                     "); it was not written by this Trainer's ModelCheckpoint");
   }
   if (s.contains("world_size") && s["world_size"].get<int>() != world_size()) {
-    // The loop position is in optimizer steps and epochs, which mean the same at any world size.
+    // Weights and optimizer state are the same on every rank, so they load at any world size;
+    // epochs and optimizer steps mean the same too. Inside an epoch, though, a rank's batch
+    // index counts per-rank batches: k of them at W ranks cover the first k*W*B examples of the
+    // epoch's global order (DistributedSampler), so at W' ranks that is k*W/W' batches,
+    // rounded down (a few examples are seen again rather than skipped).
+    const int saved = s["world_size"].get<int>();
+    const int64_t before = resume_skip_batches_;
+    if (saved > 0 && before > 0) resume_skip_batches_ = before * saved / world_size();
+    progress_.batch_in_epoch = resume_skip_batches_;
     if (is_global_zero()) {
-      std::printf("note: resuming a checkpoint written at world size %d on world size %d\n",
-                  s["world_size"].get<int>(), world_size());
+      std::printf("note: resuming a checkpoint written at world size %d on world size %d", saved, world_size());
+      if (before > 0) {
+        std::printf("; mid-epoch position %lld per-rank batches becomes %lld", static_cast<long long>(before),
+                    static_cast<long long>(resume_skip_batches_));
+      }
+      std::printf("\n");
     }
   }
 }

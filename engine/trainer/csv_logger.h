@@ -28,6 +28,7 @@ class CSVLogger {
 
   std::string name() const { return name_; }
   int version();              // resolves (and fixes) N on first use
+  std::optional<int> version_if_set() const { return version_; }
   std::string log_dir();      // <root_dir>/<name>/version_<N>
   std::string metrics_path() { return log_dir() + "/metrics.csv"; }
   std::string hparams_path() { return log_dir() + "/hparams.yaml"; }

@@ -31,6 +31,8 @@ void Trainer::run_fit() {
   auto train_loader = datamodule_->train_dataloader();
   TANDEM_CHECK(train_loader != nullptr, ConfigError, "fit: the datamodule returned no train_dataloader(); give it one");
   auto val_loader = datamodule_->val_dataloader();
+  shard_for_ranks(*train_loader, RunningStage::Train);
+  if (val_loader) shard_for_ranks(*val_loader, RunningStage::Validate);
   num_training_batches_ = limited_batches(options_.limit_train_batches, train_loader->num_batches(), "limit_train_batches");
   num_val_batches_ = val_loader ? limited_batches(options_.limit_val_batches, val_loader->num_batches(), "limit_val_batches") : 0;
 
@@ -133,6 +135,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
   module_->on_train_batch_start(batch, batch_idx);
 
+  strategy_->before_training_step(*module_);
   const Tensor loss = module_->training_step(batch, batch_idx);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
@@ -140,8 +143,13 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     TANDEM_CHECK(loss.numel() == 1, ValueError,
                  "training_step returned a tensor of shape " + loss.shape_str() + "; return the scalar loss (e.g. mean(...))");
     const double value = loss.item();
-    if (!std::isfinite(value)) {
-      throw NonFiniteLossError("training_step returned loss=" + std::string(std::isnan(value) ? "nan" : "inf") +
+    // Every rank learns that one of them diverged, so all stop here together (no rank is left
+    // waiting in the gradient allreduce).
+    if (strategy_->reduce_any(!std::isfinite(value))) {
+      const std::string what = std::isfinite(value) ? "a finite loss here, but another rank's loss was nan or inf"
+                                                     : std::string("loss=") + (std::isnan(value) ? "nan" : "inf");
+      const std::string where = world_size() > 1 ? " on rank " + std::to_string(global_rank()) + " of " + std::to_string(world_size()) : "";
+      throw NonFiniteLossError("training_step returned " + what + where +
                                " at epoch " + std::to_string(progress_.epoch) + ", batch " + std::to_string(batch_idx) +
                                " (global step " + std::to_string(progress_.global_step) + "); stopped before the "
                                "optimizer step, so the weights and checkpoints are untouched. Lower the learning rate, "

@@ -29,6 +29,11 @@ void LightningModule::log_dict(const std::map<std::string, double>& values, cons
 
 int64_t LightningModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
 int64_t LightningModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
+Tensor LightningModule::all_gather(const Tensor& tensor) const {
+  if (!trainer_) return tensor.detach().unsqueeze(0).clone();
+  return trainer_->strategy().all_gather(tensor);
+}
+
 bool LightningModule::is_global_zero() const { return trainer_ ? trainer_->is_global_zero() : true; }
 
 }  // namespace tandem::trainer

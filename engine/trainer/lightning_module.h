@@ -106,6 +106,10 @@ class LightningModule : public nn::Module {
   void log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options = {});
   void log_dict(const std::map<std::string, double>& values, const LogOptions& options = {});
 
+  // Lightning's all_gather: `tensor` from every rank stacked as [world_size, *shape] in rank
+  // order (the same shape on every rank; no gradient). Without a trainer: [1, *shape].
+  Tensor all_gather(const Tensor& tensor) const;
+
   // ---- state the trainer keeps current ----
   Device device() const { return nn::Module::device(); }
   int64_t global_step() const;

@@ -7,9 +7,15 @@
 // `name_epoch` per epoch, and `name` in callback_metrics holds the latest of the two. Epoch
 // values aggregate every step's value with reduce_fx: mean weighted by batch size, sum of
 // values, max, or min.
+//
+// sync_dist (DDP): a step value is reduced across ranks when it is logged; an epoch value is
+// aggregated locally and reduced once at the epoch's end, the mean as sum(value x batch size)
+// over sum(batch size) across all ranks, so ranks with smaller batches weigh less. Every rank
+// must log the same sync_dist names in the same order (they are collectives).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,13 +75,14 @@ class LoggerConnector {
  private:
   struct Result {
     std::string name;
-    bool on_step = false, on_epoch = false, prog_bar = false, to_logger = true;
+    bool on_step = false, on_epoch = false, prog_bar = false, to_logger = true, sync_dist = false;
     ReduceFx reduce_fx = ReduceFx::Mean;
     double step_value = 0.0;
     bool updated_this_step = false;
     double weighted_sum = 0.0, weight = 0.0, plain_sum = 0.0, max = 0.0, min = 0.0;
     int64_t count = 0;
-    double epoch_value() const;
+    std::optional<double> final_epoch_value;  // set by end_epoch (after the sync)
+    double local_epoch_value() const;
   };
   struct StageResults {
     std::vector<Result> results;  // in the order first logged
@@ -83,6 +90,8 @@ class LoggerConnector {
   };
   StageResults& results_of(RunningStage stage);
   void publish(const std::string& name, double value, bool prog_bar, bool to_logger, Metrics* for_logger);
+  // The epoch aggregate, reduced across ranks when the value was logged with sync_dist.
+  double epoch_value(const Result& r) const;
 
   const TrainingStrategy* strategy_;
   RunningStage stage_ = RunningStage::Train;

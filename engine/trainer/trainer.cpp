@@ -7,6 +7,7 @@
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
+#include "engine/data/distributed_sampler.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
@@ -35,7 +36,7 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (plan_.accelerator != "cpu" && plan_.process_device) {
     accelerator_registry().create(plan_.accelerator)->setup_device(*plan_.process_device);
   }
-  strategy_ = make_training_strategy(plan_);
+  strategy_ = make_training_strategy(plan_, {options_.process_group_backend, options_.collective_timeout});
   logger_connector_ = LoggerConnector(strategy_.get());
 
   if (options_.fast_dev_run.enabled()) {
@@ -95,6 +96,9 @@ void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const
   datamodule_ = &datamodule;
   model.attach_trainer(this);
   strategy_->setup_module(model);
+  // Before the callbacks' setup: ModelCheckpoint puts its directory under log_dir(). predict
+  // logs nothing, so it claims no version directory.
+  if (stage != "predict") setup_logger();
   datamodule.setup(stage);
   model.setup(stage);
   for_each_callback([&](Callback& cb) { cb.setup(*this, model, stage); });
@@ -114,7 +118,31 @@ void Trainer::detach(const std::string& stage) {
 }
 
 void Trainer::setup_logger() {
-  if (logger_ && is_global_zero()) logger_->version();  // claims version_N now
+  if (!logger_) return;
+  // Rank 0 claims version_N; the other ranks use the same N (their log_dir names the directory
+  // rank 0 writes, e.g. for ModelCheckpoint's dirpath), without creating anything.
+  const int64_t version = strategy_->broadcast_from_zero(is_global_zero() ? logger_->version() : 0);
+  if (!is_global_zero() && version != logger_->version_if_set().value_or(-1)) {
+    logger_ = std::make_unique<CSVLogger>(options_.default_root_dir, logger_->name(), static_cast<int>(version));
+  }
+}
+
+void Trainer::shard_for_ranks(data::DataLoader& loader, RunningStage stage) const {
+  if (world_size() == 1) return;
+  // Lightning's use_distributed_sampler: training shuffles as the loader did (same seed on every
+  // rank); evaluation keeps order; predict splits without repeats so no example is predicted twice.
+  data::DistributedSamplerOptions o;
+  o.num_replicas = world_size();
+  o.rank = global_rank();
+  o.shuffle = stage == RunningStage::Train && dynamic_cast<const data::RandomSampler*>(&loader.sampler()) != nullptr;
+  if (const auto* random = dynamic_cast<const data::RandomSampler*>(&loader.sampler())) o.seed = random->seed();
+  o.pad = stage != RunningStage::Predict;
+  if (const auto* already = dynamic_cast<const data::DistributedSampler*>(&loader.sampler())) {
+    if (already->options().num_replicas == o.num_replicas && already->options().rank == o.rank) return;
+    o.shuffle = already->options().shuffle;
+    o.seed = already->options().seed;
+  }
+  loader.set_sampler(std::make_shared<data::DistributedSampler>(loader.dataset().size(), o));
 }
 
 void Trainer::write_hparams() {
@@ -150,7 +178,6 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
     logger_connector_.clear();
     const std::string resolved = resolve_ckpt_path(ckpt_path);
     if (!resolved.empty()) restore_fit_state(resolved);
-    setup_logger();
     write_hparams();
     for_each_callback([&](Callback& cb) { cb.on_fit_start(*this, model); });
     model.on_fit_start();
@@ -165,7 +192,11 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
   }
   fitting_ = false;
   detach("fit");
-  if (options_.enable_progress_bar && is_global_zero()) print_metrics_table("Fit metrics", callback_metrics());
+  if (options_.enable_progress_bar && is_global_zero()) {
+    print_metrics_table("Fit metrics", callback_metrics());
+    const std::string summary = strategy_->summary();
+    if (!summary.empty()) std::printf("%s\n", summary.c_str());
+  }
 }
 
 std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::DataModule& datamodule,
@@ -175,9 +206,9 @@ std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::Da
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
     if (!resolved.empty()) restore_weights(resolved);
-    setup_logger();
     auto loader = datamodule.val_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "validate: the datamodule returned no val_dataloader(); give it one, or use test()");
+    shard_for_ranks(*loader, RunningStage::Validate);
     num_val_batches_ = limited_batches(options_.limit_val_batches, loader->num_batches(), "limit_val_batches");
     metrics = run_evaluation(RunningStage::Validate, *loader, num_val_batches_);
   } catch (const std::exception& e) {
@@ -197,9 +228,9 @@ std::vector<Trainer::Metrics> Trainer::test(LightningModule& model, data::DataMo
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
     if (!resolved.empty()) restore_weights(resolved);
-    setup_logger();
     auto loader = datamodule.test_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "test: the datamodule returned no test_dataloader(); give it one");
+    shard_for_ranks(*loader, RunningStage::Test);
     num_test_batches_ = limited_batches(options_.limit_test_batches, loader->num_batches(), "limit_test_batches");
     metrics = run_evaluation(RunningStage::Test, *loader, num_test_batches_);
   } catch (const std::exception& e) {
@@ -220,6 +251,7 @@ std::vector<Tensor> Trainer::predict(LightningModule& model, data::DataModule& d
     if (!resolved.empty()) restore_weights(resolved);
     auto loader = datamodule.predict_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "predict: the datamodule returned no predict_dataloader(); give it one");
+    shard_for_ranks(*loader, RunningStage::Predict);
     num_predict_batches_ = limited_batches(options_.limit_predict_batches, loader->num_batches(), "limit_predict_batches");
     out = run_predict(*loader, num_predict_batches_);
   } catch (const std::exception& e) {

@@ -137,6 +137,8 @@ class Trainer {
   void attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage);
   void detach(const std::string& stage);
   void setup_logger();
+  // Under DDP, gives the loader a DistributedSampler for this rank (no-op for one process).
+  void shard_for_ranks(data::DataLoader& loader, RunningStage stage) const;
   void write_hparams();
   std::string resolve_ckpt_path(const std::string& ckpt_path);
   void print_metrics_table(const std::string& title, const Metrics& metrics) const;

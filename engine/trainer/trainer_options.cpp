@@ -1,5 +1,7 @@
 #include "engine/trainer/trainer_options.h"
 
+#include <cctype>
+
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -88,6 +90,11 @@ void validate_trainer_options(const TrainerOptions& o) {
                invalid("num_sanity_val_steps", std::to_string(o.num_sanity_val_steps)) + "expected -1 (all) or a number of batches >= 0");
   TANDEM_CHECK(o.accumulate_grad_batches >= 1, ConfigError,
                invalid("accumulate_grad_batches", std::to_string(o.accumulate_grad_batches)) + "expected a number of batches >= 1");
+  TANDEM_CHECK(o.process_group_backend == "auto" || o.process_group_backend == "mpi" || o.process_group_backend == "nccl" ||
+                   o.process_group_backend == "local",
+               ConfigError, invalid("process_group_backend", o.process_group_backend) + "expected auto, mpi, nccl or local");
+  TANDEM_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout > 0.0, ConfigError,
+               invalid("collective_timeout", std::to_string(o.collective_timeout)) + "expected a number of seconds > 0 (default 600)");
   if (o.gradient_clip_val) {
     TANDEM_CHECK(std::isfinite(*o.gradient_clip_val) && *o.gradient_clip_val >= 0.0, ConfigError,
                  invalid("gradient_clip_val", std::to_string(*o.gradient_clip_val)) + "expected a finite number >= 0, or null for no clipping");
@@ -186,6 +193,15 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   else if (fast == "false" || fast == "False") o.fast_dev_run = false;
   else o.fast_dev_run = as_int("fast_dev_run");
   o.deterministic = as_bool("deterministic");
+  o.process_group_backend = scalar("process_group_backend");
+  for (char& c : o.process_group_backend) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  {
+    const std::string s = scalar("collective_timeout");
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    TANDEM_CHECK(!s.empty() && *end == '\0', ConfigError, "--trainer.collective_timeout=" + s + " is not valid: expected a number of seconds");
+    o.collective_timeout = v;
+  }
   validate_trainer_options(o);
   return o;
 }

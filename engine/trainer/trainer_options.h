@@ -55,6 +55,9 @@ struct TrainerOptions {
   int num_nodes = 1;
   std::string precision = "32-true";
   bool auto_select_gpus = false;
+  // ---- distributed (Lightning's DDPStrategy(process_group_backend=..., timeout=...)) ----
+  std::string process_group_backend = "auto";  // auto (nccl for CUDA when built, else mpi) | mpi | nccl
+  double collective_timeout = 600.0;           // seconds; a collective that takes longer fails the job
 
   // ---- loops ----
   // Unset: 1000 when max_steps is -1, else no epoch limit (Lightning). -1: no limit.

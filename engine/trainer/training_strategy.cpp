@@ -1,9 +1,25 @@
 #include "engine/trainer/training_strategy.h"
 
+#include <cmath>
+
+#include "collectives/communicator_factory.h"
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
+#include "engine/trainer/ddp_training_strategy.h"
 
 namespace tandem::trainer {
+
+data::Batch move_batch(const data::Batch& batch, Device device, DType dtype) {
+  data::Batch out = batch.to(device);
+  // 64-true runs the model in float64, so float inputs follow; class indices stay int64.
+  if (out.input.defined() && is_floating(out.input.dtype()) && out.input.dtype() != dtype) {
+    out.input = out.input.to(dtype);
+  }
+  if (out.target.defined() && is_floating(out.target.dtype()) && out.target.dtype() != dtype) {
+    out.target = out.target.to(dtype);
+  }
+  return out;
+}
 
 void SingleDeviceTrainingStrategy::setup_module(LightningModule& module) {
   module.to(device_);
@@ -11,15 +27,7 @@ void SingleDeviceTrainingStrategy::setup_module(LightningModule& module) {
 }
 
 data::Batch SingleDeviceTrainingStrategy::batch_to_device(const data::Batch& batch) const {
-  data::Batch out = batch.to(device_);
-  // 64-true runs the model in float64, so float inputs follow; class indices stay int64.
-  if (out.input.defined() && is_floating(out.input.dtype()) && out.input.dtype() != dtype_) {
-    out.input = out.input.to(dtype_);
-  }
-  if (out.target.defined() && is_floating(out.target.dtype()) && out.target.dtype() != dtype_) {
-    out.target = out.target.to(dtype_);
-  }
-  return out;
+  return move_batch(batch, device_, dtype_);
 }
 
 void SingleDeviceTrainingStrategy::backward(const Tensor& loss, bool /*will_step*/) { loss.backward(); }
@@ -30,30 +38,82 @@ void SingleDeviceTrainingStrategy::optimizer_step(optim::Optimizer& optimizer,
   optimizer.step();
 }
 
-std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& plan) {
-  if (!plan.strategy_implemented) {
-    throw ConfigError("strategy=" + plan.strategy + " is planned but cannot train yet (it lands with the "
-                      "DDP/DP issue); train with --trainer.strategy=single_device (or auto with one device), "
-                      "or run `tandem plan` to see what the flags resolve to");
+namespace {
+
+DType dtype_of(Precision precision) {
+  switch (precision) {
+    case Precision::Float32True: return DType::Float32;
+    case Precision::Float64True: return DType::Float64;
+    default:
+      throw ConfigError("precision=" + precision_name(precision) + " cannot train yet; supported now: "
+                        "32-true (the default) and 64-true (CPU); mixed precision lands with the CUDA issue");
   }
-  if (plan.world_size != 1 || plan.devices.size() != 1) {
-    throw ConfigError("the plan asks for " + std::to_string(plan.world_size) + " process(es) on " +
-                      std::to_string(plan.devices.size()) + " device(s) with strategy=" + plan.strategy +
-                      "; only one process on one device can train so far: use --trainer.devices=1");
+}
+
+// "auto": nccl for CUDA when it was built in, else mpi; a world of one needs no transport.
+collectives::CommBackend comm_backend_for(const ExecutionPlan& plan, const std::string& requested) {
+  using collectives::CommBackend;
+  const std::string name = requested.empty() ? "auto" : requested;
+  if (name != "auto") {
+    const CommBackend backend = collectives::parse_comm_backend(name);
+    if (backend == CommBackend::Local && plan.world_size > 1) {
+      throw ConfigError("process_group_backend=local is a world of one process, but the plan has world size " +
+                        std::to_string(plan.world_size) + "; use mpi (CPU or GPU) or nccl (GPU)");
+    }
+    if (backend == CommBackend::Nccl && plan.accelerator != "cuda") {
+      throw ConfigError("process_group_backend=nccl moves GPU buffers, but accelerator=" + plan.accelerator +
+                        "; use mpi (Lightning's gloo role) for CPU training");
+    }
+    return backend;
+  }
+  if (plan.world_size == 1) return CommBackend::Local;
+  if (plan.accelerator == "cuda" && collectives::comm_backend_compiled_in(CommBackend::Nccl)) return CommBackend::Nccl;
+  return CommBackend::Mpi;
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& plan, const StrategyRuntimeOptions& runtime) {
+  if (!plan.strategy_implemented) {
+    throw ConfigError("strategy=" + plan.strategy + " is planned but cannot train yet (it lands with its own "
+                      "issue); train with --trainer.strategy=ddp or single_device, or run `tandem plan` to see "
+                      "what the flags resolve to");
+  }
+  if (plan.launch) {
+    throw ConfigError("the plan needs " + std::to_string(plan.world_size) + " processes (strategy=" + plan.strategy +
+                      "), but this process was not started by a launcher; start it as: " + *plan.launch +
+                      " (`tandem fit` relaunches itself this way)");
   }
   if (plan.accelerator != "cpu") {
     throw ConfigError("accelerator=" + plan.accelerator + " cannot train yet: the Trainer runs on the CPU "
                       "until the CUDA issue lands; use --trainer.accelerator=cpu");
   }
-  DType dtype = DType::Float32;
-  switch (plan.precision) {
-    case Precision::Float32True: dtype = DType::Float32; break;
-    case Precision::Float64True: dtype = DType::Float64; break;
-    default:
-      throw ConfigError("precision=" + precision_name(plan.precision) + " cannot train yet; supported now: "
-                        "32-true (the default) and 64-true (CPU); mixed precision lands with the CUDA issue");
+  if (!(runtime.collective_timeout_s > 0) || !std::isfinite(runtime.collective_timeout_s)) {
+    throw ConfigError("collective_timeout=" + std::to_string(runtime.collective_timeout_s) +
+                      " is not valid: expected a number of seconds > 0 (default 600)");
   }
-  return std::make_unique<SingleDeviceTrainingStrategy>(Device::cpu(), dtype);
+  const DType dtype = dtype_of(plan.precision);
+  const Device device = Device::cpu();
+  if (plan.strategy == "single_device") {
+    if (plan.world_size != 1) {
+      throw ConfigError("strategy=single_device runs one process, but the launcher started " +
+                        std::to_string(plan.world_size) + "; use --trainer.strategy=ddp");
+    }
+    return std::make_unique<SingleDeviceTrainingStrategy>(device, dtype);
+  }
+  if (plan.strategy == "ddp" || plan.strategy == "ddp_spawn") {
+    collectives::CommOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(runtime.collective_timeout_s * 1000.0));
+    auto comm = collectives::make_communicator(comm_backend_for(plan, runtime.process_group_backend), options);
+    if (comm->size() != plan.world_size) {
+      throw ConfigError("strategy=" + plan.strategy + " planned " + std::to_string(plan.world_size) +
+                        " processes, but the " + comm->backend_name() + " communicator has " +
+                        std::to_string(comm->size()) + "; launch with mpirun -np " + std::to_string(plan.world_size));
+    }
+    return std::make_unique<DDPTrainingStrategy>(plan.strategy, std::move(comm), device, dtype,
+                                                 plan.cluster.node_rank < 0 ? 0 : plan.cluster.node_rank);
+  }
+  throw ConfigError("strategy=" + plan.strategy + " has no training implementation; use ddp or single_device");
 }
 
 }  // namespace tandem::trainer

@@ -49,7 +49,26 @@ class TrainingStrategy {
   // Every rank agrees to stop when any rank wants to (EarlyStopping, NaN loss on one rank).
   virtual bool reduce_any(bool decision) const { return decision; }
   virtual void barrier(const std::string& /*where*/) const {}
+  // Rank 0's value on every rank (the logger's version number, decisions made on rank 0).
+  virtual int64_t broadcast_from_zero(int64_t value) const { return value; }
+  // A tensor from every rank stacked along a new first dim: [world_size, *shape], in rank
+  // order (Lightning's all_gather). The tensor must have the same shape on every rank.
+  virtual Tensor all_gather(const Tensor& tensor) const { return tensor.detach().unsqueeze(0).clone(); }
+  // Before each training_step (DDP: broadcast rank 0's buffers, as PyTorch's broadcast_buffers).
+  virtual void before_training_step(LightningModule& /*module*/) {}
+  // A line for the end-of-fit summary (DDP: buckets and exposed communication per step).
+  virtual std::string summary() const { return ""; }
   virtual void teardown() {}
+};
+
+// The batch moved to `device`; floating inputs and targets cast to `dtype` (64-true runs the
+// model in float64), class indices keep their dtype.
+data::Batch move_batch(const data::Batch& batch, Device device, DType dtype);
+
+// The options make_training_strategy needs beyond the plan.
+struct StrategyRuntimeOptions {
+  std::string process_group_backend = "auto";  // auto | mpi | nccl | local
+  double collective_timeout_s = 600.0;         // a collective that takes longer fails the job
 };
 
 class SingleDeviceTrainingStrategy : public TrainingStrategy {
@@ -68,9 +87,11 @@ class SingleDeviceTrainingStrategy : public TrainingStrategy {
   DType dtype_;
 };
 
-// Builds the strategy a plan asks for. Only single_device on the CPU exists so far; anything
-// else (a strategy still to land, CUDA before its kernels, precisions other than 32-true and
-// 64-true) is a ConfigError that says what is supported now.
-std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& plan);
+// Builds the strategy a plan asks for: single_device, or ddp/ddp_spawn over a communicator
+// (MPI when launched by mpirun/srun with several processes, a world of one otherwise). What
+// cannot train yet (dp, CUDA before its kernels, mixed precision) is a ConfigError that says
+// what is supported now; a plan that still needs launching says how to launch it.
+std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& plan,
+                                                         const StrategyRuntimeOptions& runtime = {});
 
 }  // namespace tandem::trainer

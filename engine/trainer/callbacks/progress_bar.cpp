@@ -1,5 +1,7 @@
 #include "engine/trainer/callbacks/progress_bar.h"
 
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -25,6 +27,17 @@ std::string metric_text(const std::string& name, double v) {
   return buf;
 }
 
+// A terminal redraws in place. Under mpirun, a rank's stdout is Open MPI's pty even when the
+// job's output goes to a file, so Tandem's relaunch passes down what the parent saw
+// (TANDEM_STDOUT_IS_TTY=0|1).
+bool is_terminal(std::FILE* out) {
+  if (!out) return false;
+  if (out == stdout) {
+    if (const char* v = std::getenv("TANDEM_STDOUT_IS_TTY"); v && (v[0] == '0' || v[0] == '1') && v[1] == '\0') return v[0] == '1';
+  }
+  return isatty(fileno(out)) != 0;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -32,7 +45,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 ProgressBar::ProgressBar(std::FILE* out, std::optional<bool> interactive, int plain_every_percent)
-    : out_(out), interactive_(interactive.value_or(out && isatty(fileno(out)))),
+    : out_(out), interactive_(interactive.value_or(is_terminal(out))),
       plain_every_percent_(std::max(1, plain_every_percent)) {}
 
 std::string ProgressBar::render(const std::string& description, int64_t done, int64_t total, double elapsed_s,

@@ -1,0 +1,82 @@
+// Reducer: DDP's gradient averaging, overlapped with backward (PyTorch DDP's Reducer, in
+// miniature).
+//
+// Parameters are grouped into buckets in REVERSE registration order (the last layer's
+// gradients are final first during backward), one dtype and device per bucket, the first
+// bucket capped at 1 MiB (it starts communicating early) and the rest at 25 MiB; a parameter
+// larger than the cap gets a bucket of its own. Each bucket is one flat buffer.
+//
+// During backward, each parameter's post-accumulate hook copies its final .grad into its
+// bucket slot; when a bucket's last slot is filled the bucket becomes ready, and ready buckets
+// are launched as asynchronous allreduce(avg) strictly in bucket order (0, 1, 2, ...), so every
+// rank issues the same collectives in the same order even if its gradients finish in another
+// order. finalize() (before the optimizer step) fills the slots of parameters that got no
+// gradient this pass (their accumulated .grad, or zeros), launches what is left, waits for all
+// buckets, and writes the averaged values back into every parameter's .grad. The time spent
+// waiting there is the communication that backward did not hide ("exposed").
+//
+// no_sync: prepare_for_backward(false) makes the hooks do nothing, so gradients accumulate
+// locally (accumulate_grad_batches); the next synchronized backward reduces the sum.
+//
+// Construction checks that every rank has the same parameters (count, shapes, dtypes): a
+// mismatch is a ConfigError on every rank instead of a hang or silently wrong averages.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "engine/tensor/tensor.h"
+
+namespace tandem {
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = 25ll << 20;
+  int64_t first_bucket_cap_bytes = 1ll << 20;
+};
+
+// Where each bucket sits, for tests and logs.
+struct ReducerBucket {
+  DType dtype = DType::Float32;              // float16/bfloat16 parameters reduce in float32
+  Device device = Device::cpu();
+  std::vector<size_t> params;                // indices into the parameter list, in bucket order
+  std::vector<int64_t> offsets;              // element offset of each in the flat buffer
+  int64_t numel = 0;
+};
+
+struct ReducerStats {
+  int64_t reductions = 0;          // synchronized steps finalized
+  double last_exposed_ms = 0.0;    // finalize()'s wait in the last synchronized step
+  double total_exposed_ms = 0.0;
+  int64_t buckets_launched_in_backward = 0;  // over all steps; the rest launched by finalize
+  int64_t bucket_launches = 0;
+  double mean_exposed_ms() const { return reductions ? total_exposed_ms / double(reductions) : 0.0; }
+};
+
+class Reducer {
+ public:
+  // params: the module's trainable parameters in registration order (requires_grad leaves).
+  // Collective over comm: every rank constructs its Reducer together.
+  Reducer(std::vector<Tensor> params, std::shared_ptr<collectives::Communicator> comm, ReducerOptions options = {});
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Before each backward: sync=false for no_sync (accumulation micro-batches).
+  void prepare_for_backward(bool sync);
+  // After a synchronized backward, before clipping and the optimizer step. Every rank must
+  // call it for every synchronized backward. No-op after a no_sync backward.
+  void finalize();
+
+  const std::vector<ReducerBucket>& buckets() const;
+  const ReducerStats& stats() const;
+
+  struct State;  // shared with the gradient hooks, which outlive nothing they point to
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace tandem
