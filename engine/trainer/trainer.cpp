@@ -177,6 +177,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
     should_stop = false;
     logger_connector_.clear();
     const std::string resolved = resolve_ckpt_path(ckpt_path);
+    ckpt_path_ = resolved;
     if (!resolved.empty()) restore_fit_state(resolved);
     write_hparams();
     for_each_callback([&](Callback& cb) { cb.on_fit_start(*this, model); });
@@ -192,11 +193,8 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
   }
   fitting_ = false;
   detach("fit");
-  if (options_.enable_progress_bar && is_global_zero()) {
-    print_metrics_table("Fit metrics", callback_metrics());
-    const std::string summary = strategy_->summary();
-    if (!summary.empty()) std::printf("%s\n", summary.c_str());
-  }
+  if (options_.enable_progress_bar && is_global_zero()) print_metrics_table("Fit metrics", callback_metrics());
+  if (is_global_zero() && world_size() > 1) std::printf("%s\n", strategy_->summary().c_str());
 }
 
 std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::DataModule& datamodule,
@@ -205,6 +203,7 @@ std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::Da
   Metrics metrics;
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
+    ckpt_path_ = resolved;
     if (!resolved.empty()) restore_weights(resolved);
     auto loader = datamodule.val_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "validate: the datamodule returned no val_dataloader(); give it one, or use test()");
@@ -227,6 +226,7 @@ std::vector<Trainer::Metrics> Trainer::test(LightningModule& model, data::DataMo
   Metrics metrics;
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
+    ckpt_path_ = resolved;
     if (!resolved.empty()) restore_weights(resolved);
     auto loader = datamodule.test_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "test: the datamodule returned no test_dataloader(); give it one");
@@ -248,6 +248,7 @@ std::vector<Tensor> Trainer::predict(LightningModule& model, data::DataModule& d
   std::vector<Tensor> out;
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
+    ckpt_path_ = resolved;
     if (!resolved.empty()) restore_weights(resolved);
     auto loader = datamodule.predict_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "predict: the datamodule returned no predict_dataloader(); give it one");

@@ -86,6 +86,8 @@ class Trainer {
   std::optional<int> logger_version();
 
   const TrainerOptions& options() const { return options_; }
+  // The checkpoint the current stage loaded (resolved "last"/"best"); empty when none.
+  const std::string& ckpt_path() const { return ckpt_path_; }
   const ExecutionPlan& plan() const { return plan_; }
   TrainingStrategy& strategy() { return *strategy_; }
   int world_size() const { return strategy_->world_size(); }
@@ -180,6 +182,7 @@ class Trainer {
   RunningStage stage_ = RunningStage::Train;
   bool fitting_ = false;
   FitProgress progress_;
+  std::string ckpt_path_;
   int64_t resume_skip_batches_ = 0;  // batches of the resumed epoch already done before saving
   int64_t num_training_batches_ = 0, num_val_batches_ = 0, num_test_batches_ = 0;
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;

@@ -160,6 +160,18 @@ std::string ModelCheckpoint::unique_path(const std::string& stem, const std::str
   return path;
 }
 
+void ModelCheckpoint::remove_checkpoint(const Trainer& trainer, const std::string& path) const {
+  // Lightning's rule: never delete a file outside this callback's directory (a run resumed from
+  // another version's checkpoint inherits its paths) or the checkpoint this fit resumed from.
+  if (!trainer.is_global_zero()) return;
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(path, ec);
+  const fs::path dir = fs::weakly_canonical(dirpath_, ec);
+  if (ec || file.parent_path() != dir) return;
+  if (!trainer.ckpt_path().empty() && fs::weakly_canonical(trainer.ckpt_path(), ec) == file) return;
+  fs::remove(file, ec);
+}
+
 bool ModelCheckpoint::better(double a, double b) const { return options_.mode == "min" ? a < b : a > b; }
 
 void ModelCheckpoint::save(Trainer& trainer) {
@@ -184,10 +196,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer, const std::map<std::string, d
     const std::string path = unique_path(stem, options_.save_top_k == 1 ? previous : "");
     best_model_path_ = path;
     trainer.save_checkpoint(path);
-    if (options_.save_top_k == 1 && !previous.empty() && previous != path && trainer.is_global_zero()) {
-      std::error_code ec;
-      fs::remove(previous, ec);
-    }
+    if (options_.save_top_k == 1 && !previous.empty() && previous != path) remove_checkpoint(trainer, previous);
     return;
   }
   auto it = metrics.find(options_.monitor);
@@ -209,10 +218,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer, const std::map<std::string, d
   best_k_models_[path] = current;
   if (!room && kth_best_model_path_ != path) {
     best_k_models_.erase(kth_best_model_path_);
-    if (trainer.is_global_zero()) {
-      std::error_code ec;
-      fs::remove(kth_best_model_path_, ec);
-    }
+    remove_checkpoint(trainer, kth_best_model_path_);
   }
   // The worst kept one is the next to go; the best one is what ckpt_path="best" loads.
   kth_best_model_path_.clear();

@@ -63,6 +63,8 @@ class ModelCheckpoint : public Callback {
   void save(Trainer& trainer);
   void save_top_k(Trainer& trainer, const std::map<std::string, double>& metrics);
   bool better(double a, double b) const;
+  // Deletes a superseded checkpoint (rank 0), unless it is outside dirpath or the one resumed from.
+  void remove_checkpoint(const Trainer& trainer, const std::string& path) const;
   std::string unique_path(const std::string& stem, const std::string& keep_if_same) const;
 
   ModelCheckpointOptions options_;

@@ -1,0 +1,151 @@
+// `tandem` under DDP as a user runs it, on a tiny generated dataset:
+//   - `tandem fit --trainer.accelerator=cpu --trainer.devices=2` relaunches itself through
+//     mpirun, trains, and leaves ONE version directory (rank 0's) with metrics and a checkpoint;
+//   - that checkpoint resumes at world size 3 and evaluates at world size 1, 2 and 3 with the
+//     same test metrics (a test set that divides by every world size: no padding duplicates);
+//   - `tandem predict` at 3 ranks writes the same predictions file as one process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tiny_idx_dataset.h"
+
+#ifndef TANDEM_CLI_PATH
+#error "TANDEM_CLI_PATH must name the built tandem binary"
+#endif
+#ifndef TANDEM_MPIEXEC_PATH
+#error "TANDEM_MPIEXEC_PATH must name mpirun"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+  bool has(const std::string& s) const { return output.find(s) != std::string::npos; }
+};
+
+// `launcher` is "" (tandem relaunches itself when it must) or "mpirun -np N".
+CliRun run(const std::string& launcher, const std::string& args, const fs::path& cwd) {
+  const std::string cmd = "cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
+                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " + launcher + " " +
+                          TANDEM_CLI_PATH + " " + args + " 2>&1";
+  CliRun r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string mpirun(int np) { return std::string(TANDEM_MPIEXEC_PATH) + " -np " + std::to_string(np); }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "| test_acc | 0.35 |" -> 0.35 from a printed metrics table.
+double table_value(const std::string& output, const std::string& name) {
+  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+]+)\\s*\\|");
+  std::smatch m;
+  if (!std::regex_search(output, m, row)) return std::nan("");
+  return std::stod(m[1]);
+}
+
+class DDPCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::path(::testing::TempDir()) / ("tandem_ddp_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "data");
+    write_tiny_fashion_mnist((dir / "data").string(), 72, 60);
+    common = "--data.root=" + (dir / "data").string() + " --data.val_size=12 --data.batch_size=6 " +
+             "--trainer.accelerator=cpu --trainer.default_root_dir=" + (dir / "runs").string() +
+             " --trainer.enable_progress_bar=false --model.hidden=[16] --seed_everything=3";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  fs::path dir;
+  std::string common;
+};
+
+TEST_F(DDPCli, FitRelaunchesThroughMpirunAndOnlyRankZeroWrites) {
+  const CliRun fit = run("", "fit " + common + " --trainer.devices=2 --trainer.max_epochs=1", dir);
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  EXPECT_TRUE(fit.has("relaunching as:")) << fit.output;
+  EXPECT_TRUE(fit.has("-np 2")) << fit.output;
+  EXPECT_TRUE(fit.has("ddp: 2 ranks over mpi")) << fit.output;
+  // Printed once (rank 0), not once per rank.
+  const std::string logs_line = "logs and checkpoints:";
+  EXPECT_EQ(fit.output.find(logs_line), fit.output.rfind(logs_line)) << fit.output;
+  EXPECT_TRUE(fs::exists(dir / "runs/lightning_logs/version_0/metrics.csv"));
+  EXPECT_TRUE(fs::exists(dir / "runs/lightning_logs/version_0/config.yaml"));
+  EXPECT_FALSE(fs::exists(dir / "runs/lightning_logs/version_1")) << "another rank claimed a version directory";
+  // 60 training examples, 2 ranks, batch 6: 5 optimizer steps in the epoch.
+  EXPECT_TRUE(fs::exists(dir / "runs/lightning_logs/version_0/checkpoints/epoch=0-step=5.safetensors")) << fit.output;
+}
+
+TEST_F(DDPCli, CheckpointsResumeAndEvaluateAtOtherWorldSizes) {
+  const CliRun fit = run(mpirun(2), "fit " + common + " --trainer.devices=2 --trainer.max_epochs=1", dir);
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const fs::path ckpt = dir / "runs/lightning_logs/version_0/checkpoints/epoch=0-step=5.safetensors";
+  ASSERT_TRUE(fs::exists(ckpt)) << fit.output;
+
+  const CliRun resumed = run(mpirun(3), "fit " + common + " --trainer.devices=3 --trainer.max_epochs=2 --ckpt_path=" + ckpt.string(), dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(resumed.has("resuming a checkpoint written at world size 2 on world size 3")) << resumed.output;
+  // 60 examples over 3 ranks at batch 6: 4 more steps after the 5 of epoch 0.
+  EXPECT_TRUE(fs::exists(dir / "runs/lightning_logs/version_1/checkpoints/epoch=1-step=9.safetensors")) << resumed.output;
+
+  double acc[3], loss[3];
+  for (int w = 1; w <= 3; ++w) {
+    const CliRun test = run(w == 1 ? "" : mpirun(w), "test " + common + " --trainer.devices=" + std::to_string(w) +
+                                                      " --ckpt_path=" + ckpt.string(), dir);
+    ASSERT_EQ(test.exit_code, 0) << test.output;
+    acc[w - 1] = table_value(test.output, "test_acc");
+    loss[w - 1] = table_value(test.output, "test_loss");
+    ASSERT_FALSE(std::isnan(acc[w - 1])) << test.output;
+  }
+  // 60 test examples divide by 1, 2 and 3: the synced means are over the same examples.
+  EXPECT_DOUBLE_EQ(acc[1], acc[0]);
+  EXPECT_DOUBLE_EQ(acc[2], acc[0]);
+  EXPECT_NEAR(loss[1], loss[0], 1e-5);
+  EXPECT_NEAR(loss[2], loss[0], 1e-5);
+}
+
+TEST_F(DDPCli, PredictAtThreeRanksWritesTheSameFileAsOneProcess) {
+  const CliRun fit = run("", "fit " + common + " --trainer.devices=1 --trainer.max_epochs=1", dir);
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const std::string ckpt = (dir / "runs/lightning_logs/version_0/checkpoints/epoch=0-step=10.safetensors").string();
+  ASSERT_TRUE(fs::exists(ckpt)) << fit.output;
+  // A test set of 58 does not divide by 3: the shards are 20, 19, 19 and none may repeat.
+  fs::create_directories(dir / "data58");
+  write_tiny_fashion_mnist((dir / "data58").string(), 72, 58);
+  const std::string data58 = " --data.root=" + (dir / "data58").string();
+  const CliRun one = run("", "predict " + common + data58 + " --trainer.devices=1 --ckpt_path=" + ckpt +
+                              " --predictions=" + (dir / "one.csv").string(), dir);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CliRun three = run(mpirun(3), "predict " + common + data58 + " --trainer.devices=3 --ckpt_path=" + ckpt +
+                                       " --predictions=" + (dir / "three.csv").string(), dir);
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+  const std::string a = read_file(dir / "one.csv"), b = read_file(dir / "three.csv");
+  EXPECT_EQ(std::count(a.begin(), a.end(), '\n'), 59);  // header + 58
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
