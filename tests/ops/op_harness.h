@@ -2,7 +2,7 @@
 // broadcasting and odd sizes) and applies one op. The same table drives:
 //   - gradient checks: backward on CPU in float64 vs central finite differences;
 //   - backend comparisons: every op on another backend vs the CPU reference
-//     (compare_backends(case, Device::cuda(0)) — one call per op, see test_backends.cpp).
+//     (compare_backends(case, Device::cuda(0), seed) — one name per op in tests/gpu/test_cuda_backend.cpp).
 // Adding an op means adding one entry to op_cases.cpp.
 #pragma once
 #include <functional>
