@@ -7,6 +7,22 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(ZLIB REQUIRED)
 
+# TANDEM_CUDA / TANDEM_MPI take AUTO, ON or OFF (CMake's other spellings of on/off too, any case);
+# anything else stops the configure with a message instead of being read as AUTO.
+function(tandem_normalize_switch var)
+  string(TOUPPER "${${var}}" value)
+  if(value MATCHES "^(ON|YES|TRUE|Y|1)$")
+    set(value ON)
+  elseif(value MATCHES "^(OFF|NO|FALSE|N|0)$")
+    set(value OFF)
+  elseif(NOT value STREQUAL "AUTO")
+    message(FATAL_ERROR "${var}=${${var}} is not valid; use -D${var}=AUTO, ON or OFF")
+  endif()
+  set(${var} ${value} PARENT_SCOPE)
+endfunction()
+tandem_normalize_switch(TANDEM_CUDA)
+tandem_normalize_switch(TANDEM_MPI)
+
 # ---- CUDA ----
 set(TANDEM_WITH_CUDA OFF)
 if(NOT TANDEM_CUDA STREQUAL "OFF")

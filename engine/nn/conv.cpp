@@ -12,6 +12,16 @@ void check_pair(const char* module, const char* what, const Size2& s, int64_t mi
   if (s.h < min || s.w < min)
     throw ValueError(std::string(module) + ": " + what + " must be >= " + std::to_string(min) + ", got " + s.str());
 }
+// Pooling windows as PyTorch accepts them: positive kernel and stride, padding >= 0 and at
+// most half the kernel.
+void check_pool_args(const char* module, const Size2& kernel, const Size2& stride, const Size2& padding) {
+  check_pair(module, "kernel_size", kernel, 1);
+  check_pair(module, "stride", stride, 1);
+  check_pair(module, "padding", padding, 0);
+  if (2 * padding.h > kernel.h || 2 * padding.w > kernel.w)
+    throw ValueError(std::string(module) + ": padding " + padding.str() + " must be at most half of kernel_size " +
+                     kernel.str());
+}
 void check_nchw(const char* module, const Tensor& x) {
   if (x.dim() != 4) throw ShapeError(std::string(module) + ": input must be [N, C, H, W], got " + x.shape_str());
 }
@@ -60,12 +70,7 @@ std::string Conv2d::extra_repr() const {
 
 MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p)
     : kernel_size(k), stride(s.value_or(k)), padding(p) {
-  check_pair("MaxPool2d", "kernel_size", kernel_size, 1);
-  check_pair("MaxPool2d", "stride", stride, 1);
-  check_pair("MaxPool2d", "padding", padding, 0);
-  if (2 * padding.h > kernel_size.h || 2 * padding.w > kernel_size.w)
-    throw ValueError("MaxPool2d: padding " + padding.str() + " must be at most half of kernel_size " +
-                     kernel_size.str());
+  check_pool_args("MaxPool2d", kernel_size, stride, padding);
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) {
@@ -79,12 +84,7 @@ std::string MaxPool2d::extra_repr() const {
 
 AvgPool2d::AvgPool2d(Size2 k, std::optional<Size2> s, Size2 p, bool include_pad)
     : kernel_size(k), stride(s.value_or(k)), padding(p), count_include_pad(include_pad) {
-  check_pair("AvgPool2d", "kernel_size", kernel_size, 1);
-  check_pair("AvgPool2d", "stride", stride, 1);
-  check_pair("AvgPool2d", "padding", padding, 0);
-  if (2 * padding.h > kernel_size.h || 2 * padding.w > kernel_size.w)
-    throw ValueError("AvgPool2d: padding " + padding.str() + " must be at most half of kernel_size " +
-                     kernel_size.str());
+  check_pool_args("AvgPool2d", kernel_size, stride, padding);
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {

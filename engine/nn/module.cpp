@@ -56,14 +56,16 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() const {
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
 
-// A parameter shared by two modules (tied weights) is listed once, under its first name,
-// so optimizers do not step it twice.
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+// A tensor shared by two modules (tied weights) is listed once, under its first name, so
+// optimizers do not step it twice. Undefined (absent) buffers are left out.
+std::vector<std::pair<std::string, Tensor>> Module::collect_named(std::vector<NamedTensor> Module::*list,
+                                                                  bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
   std::unordered_set<const TensorImpl*> seen;
   auto add = [&](const std::string& prefix, const Module& m) {
-    for (const auto& p : m.params_)
-      if (seen.insert(p.tensor.impl_ptr().get()).second) out.emplace_back(prefix + p.name, p.tensor);
+    for (const auto& item : m.*list)
+      if (item.tensor.defined() && seen.insert(item.tensor.impl_ptr().get()).second)
+        out.emplace_back(prefix + item.name, item.tensor);
   };
   if (!recurse) {
     add("", *this);
@@ -71,6 +73,10 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurs
   }
   for (const auto& [prefix, m] : named_modules()) add(prefix.empty() ? "" : prefix + ".", *m);
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  return collect_named(&Module::params_, recurse);
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -80,19 +86,7 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  std::unordered_set<const TensorImpl*> seen;
-  auto add = [&](const std::string& prefix, const Module& m) {
-    for (const auto& b : m.buffers_)
-      if (b.tensor.defined() && seen.insert(b.tensor.impl_ptr().get()).second)
-        out.emplace_back(prefix + b.name, b.tensor);
-  };
-  if (!recurse) {
-    add("", *this);
-    return out;
-  }
-  for (const auto& [prefix, m] : named_modules()) add(prefix.empty() ? "" : prefix + ".", *m);
-  return out;
+  return collect_named(&Module::buffers_, recurse);
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {

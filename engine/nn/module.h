@@ -108,6 +108,8 @@ class Module {
     bool persistent = true;
   };
   void check_new_name(const std::string& name, const char* what) const;
+  std::vector<std::pair<std::string, Tensor>> collect_named(std::vector<NamedTensor> Module::*list,
+                                                            bool recurse) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect_state(const std::string& prefix, StateDict& out) const;
   void repr_into(std::string& out, int indent) const;

@@ -42,6 +42,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ve
                      " expects " + std::to_string(weight.size(1)));
   if (bias.defined() && bias.shape() != Shape{weight.size(0)})
     throw ShapeError("conv2d: bias must be [" + std::to_string(weight.size(0)) + "], got " + bias.shape_str());
+  ops::check_companion("conv2d", x, bias, "bias");
   stride = pair_arg("conv2d", "stride", stride, 1);
   padding = pair_arg("conv2d", "padding", padding, 0);
   dilation = pair_arg("conv2d", "dilation", dilation, 1);

@@ -105,12 +105,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw ShapeError("linear: input " + x.shape_str() + " does not end in in_features = " +
                      std::to_string(weight.size(1)) + " (weight " + weight.shape_str() + ")");
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
-  if (bias.defined()) {
-    ops::check_same_device("linear", x, bias);
-    ops::check_same_dtype("linear", x, bias);
-    if (bias.shape() != Shape{out_f})
-      throw ShapeError("linear: bias must be [" + std::to_string(out_f) + "], got " + bias.shape_str());
-  }
+  ops::check_companion("linear", x, bias, "bias");
+  if (bias.defined() && bias.shape() != Shape{out_f})
+    throw ShapeError("linear: bias must be [" + std::to_string(out_f) + "], got " + bias.shape_str());
   Tensor xd = x.detach().reshape({-1, in_f}).contiguous();
   Tensor wd = weight.detach().contiguous();
   const int64_t rows = xd.size(0);

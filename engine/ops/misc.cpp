@@ -26,6 +26,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
   ops::check_index_dtype("embedding", indices);
+  ops::check_float("embedding", weight);
   ops::check_same_device("embedding", indices, weight);
   if (weight.dim() != 2) throw ShapeError("embedding: weight must be [num_embeddings, dim], got " + weight.shape_str());
   const int64_t V = weight.size(0), D = weight.size(1);

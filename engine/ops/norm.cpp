@@ -24,6 +24,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
     if (t->defined() && t->shape() != Shape{C})
       throw ShapeError("batch_norm: per-channel tensors must be [" + std::to_string(C) + "], got " + t->shape_str());
+  ops::check_companion("batch_norm", x, running_mean, "running_mean");
+  ops::check_companion("batch_norm", x, running_var, "running_var");
+  ops::check_companion("batch_norm", x, weight, "weight");
+  ops::check_companion("batch_norm", x, bias, "bias");
   const bool use_batch_stats = training || !running_mean.defined() || !running_var.defined();
   if (!use_batch_stats) {
     // Eval: y = (x - running_mean) * invstd * weight + bias, differentiable through ordinary ops.
@@ -84,6 +88,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     if (t->defined() && t->shape() != normalized_shape)
       throw ShapeError("layer_norm: weight and bias must have shape " + shape_to_string(normalized_shape) + ", got " +
                        t->shape_str());
+  ops::check_companion("layer_norm", x, weight, "weight");
+  ops::check_companion("layer_norm", x, bias, "bias");
   const int64_t cols = shape_numel(normalized_shape), rows = cols ? x.numel() / cols : 0;
   Tensor xd = ops::raw(x);
   Tensor wd = weight.defined() ? ops::raw(weight) : Tensor(), bd = bias.defined() ? ops::raw(bias) : Tensor();

@@ -16,6 +16,16 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                      dtype_name(b.dtype()) + "); convert one with .to(dtype) or .type_as(other)");
 }
 
+void check_companion(const char* op, const Tensor& x, const Tensor& companion, const char* what) {
+  if (!companion.defined()) return;
+  if (companion.device() != x.device())
+    throw DeviceError(std::string(op) + ": " + what + " is on " + companion.device().str() + " but the input is on " +
+                      x.device().str() + "; move them to one device with .to(device)");
+  if (companion.dtype() != x.dtype())
+    throw DTypeError(std::string(op) + ": " + what + " is " + dtype_name(companion.dtype()) + " but the input is " +
+                     dtype_name(x.dtype()) + "; convert one with .to(dtype) or .type_as(other)");
+}
+
 void check_float(const char* op, const Tensor& x) {
   if (!is_floating(x.dtype()))
     throw DTypeError(std::string(op) + " needs a floating point tensor, got " + dtype_name(x.dtype()));

@@ -16,6 +16,9 @@ inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 // Throws DeviceError / DTypeError when the operands disagree.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+// For an optional companion of x (weight, bias, running statistics): when it is defined, it
+// must be on x's device with x's dtype, since the kernels read it through x's element type.
+void check_companion(const char* op, const Tensor& x, const Tensor& companion, const char* what);
 void check_float(const char* op, const Tensor& x);             // float32 or float64 (and halfs on CUDA)
 void check_index_dtype(const char* op, const Tensor& t);       // int64 (class indices, embedding ids)
 void check_dim(const char* op, const Tensor& x, int expected, const char* layout);

@@ -153,7 +153,10 @@ Tensor Tensor::to(Device target) const {
 }
 
 Tensor Tensor::to(DType target) const { return dtype() == target ? *this : cast(*this, target); }
-Tensor Tensor::type_as(const Tensor& other) const { return to(other.device()).to(other.dtype()); }
+Tensor Tensor::type_as(const Tensor& other) const {
+  // Cast on the host side of a host<->device move, so it needs only the CPU's cast kernel.
+  return device().is_cpu() ? to(other.dtype()).to(other.device()) : to(other.device()).to(other.dtype());
+}
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
@@ -206,6 +209,13 @@ Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(
 void Tensor::set_grad(const Tensor& g) {
   if (g.defined() && g.shape() != shape())
     throw ShapeError("set_grad: gradient shape " + g.shape_str() + " != tensor shape " + shape_str());
+  // Optimizers, clipping and the DDP reducer read .grad with the parameter's element type.
+  if (g.defined() && g.dtype() != dtype())
+    throw DTypeError(std::string("set_grad: gradient is ") + dtype_name(g.dtype()) + " but the tensor is " +
+                     dtype_name(dtype()) + "; convert it with grad.to(tensor.dtype())");
+  if (g.defined() && g.device() != device())
+    throw DeviceError("set_grad: gradient is on " + g.device().str() + " but the tensor is on " + device().str() +
+                      "; move it with grad.to(tensor.device())");
   impl().grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
@@ -218,6 +228,11 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     g = ones(shape(), dtype(), device());
   } else if (g.shape() != shape()) {
     throw AutogradError("backward(): gradient shape " + g.shape_str() + " != tensor shape " + shape_str());
+  } else if (g.device() != device()) {
+    throw DeviceError("backward(): gradient is on " + g.device().str() + " but the tensor is on " + device().str() +
+                      "; move it with gradient.to(tensor.device())");
+  } else if (g.dtype() != dtype()) {
+    g = g.detach().to(dtype());  // as PyTorch: the given gradient takes the output's dtype
   }
   autograd::run_backward(*this, g.detach(), retain_graph);
 }

@@ -109,10 +109,12 @@ class Tensor {
   Tensor& requires_grad_(bool value = true);
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   Tensor grad() const;  // undefined Tensor when no gradient yet
+  // g must have this tensor's shape, dtype and device (ShapeError / DTypeError / DeviceError).
   void set_grad(const Tensor& g);
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   // Backpropagates from this tensor: scalar when gradient is undefined, else gradient's shape
-  // must equal ours. Frees the graph unless retain_graph.
+  // and device must equal ours (another floating dtype is cast to ours, as PyTorch does).
+  // Frees the graph unless retain_graph.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   // Registers fn to run once this leaf's .grad is final in each backward pass.
   void register_post_accumulate_grad_hook(std::function<void()> fn) const;

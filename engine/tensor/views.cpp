@@ -14,6 +14,9 @@ namespace tandem {
 namespace {
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  if (shape.size() > size_t(kMaxDims))
+    throw ShapeError("tensors have at most " + std::to_string(kMaxDims) + " dims; a view of " + base.shape_str() +
+                     " as " + shape_to_string(shape) + " would have " + std::to_string(shape.size()));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.impl().storage;
   impl->shape = std::move(shape);

@@ -83,7 +83,13 @@ std::vector<OpCase> build_cases() {
   c.push_back(unary("tanh", [](const Tensor& x) { return tanh(x); }));
   c.push_back(unary("affine", [](const Tensor& x) { return 3.0 - x * 1.5 + 0.25; }));
   c.push_back(unary("reciprocal", [](const Tensor& x) { return 2.0 / x; }, true));
-  c.push_back(unary("cast", [](const Tensor& x) { return cast(x, x.dtype()) * 1.0; }));
+  {  // A real conversion: through float32 and back (the identity up to float32 rounding).
+    OpCase round_trip = unary("cast_float32_round_trip",
+                              [](const Tensor& x) { return cast(cast(x, DType::Float32), x.dtype()); });
+    round_trip.fd_eps = 1e-2;    // exact for a linear map; float32 rounding stays ~1e-6 of it
+    round_trip.grad_tol = 1e-4;
+    c.push_back(round_trip);
+  }
   // ---- selection ----
   c.push_back({"where",
                [](Rng& rng, DType dt) {
@@ -108,8 +114,13 @@ std::vector<OpCase> build_cases() {
   c.push_back({"mean_last", reduce_input, [](const Inputs& in) { return mean(in[0], {-1}); }});
   c.push_back({"amax_dim1", reduce_input, [](const Inputs& in) { return amax(in[0], {1}, true); }});
   c.push_back({"amin_dims", reduce_input, [](const Inputs& in) { return amin(in[0], {0, 2}); }});
+  c.push_back({"mean_dims_keep", reduce_input, [](const Inputs& in) { return mean(in[0], {0, 1}, true); }});
   c.push_back({"max_all", reduce_input, [](const Inputs& in) { return max(in[0]); }});
   c.push_back({"min_all", reduce_input, [](const Inputs& in) { return min(in[0]); }});
+  // Integer outputs: no gradient (the check is that none is recorded); the backend
+  // comparison checks the indices.
+  c.push_back({"argmax_dim1_keep", reduce_input, [](const Inputs& in) { return argmax(in[0], 1, true); }});
+  c.push_back({"argmin_last", reduce_input, [](const Inputs& in) { return argmin(in[0], -1); }});
   // ---- linear algebra ----
   c.push_back({"matmul_2d",
                [](Rng& rng, DType dt) {
@@ -178,12 +189,19 @@ std::vector<OpCase> build_cases() {
                [](const Inputs& in) { return cross_entropy(in[0], in[1]); }});
   c.push_back({"nll_loss_mean", ce_inputs(true),
                [](const Inputs& in) { return nll_loss(log_softmax(in[0], 1), in[1]); }});
-  c.push_back({"mse_loss",
+  c.push_back({"nll_loss_none_spatial",
                [](Rng& rng, DType dt) {
-                 Shape s = random_shape(rng, 2, 1, 6);
-                 return Inputs{randn64(s, dt, rng), randn64(s, dt, rng)};
+                 int64_t n = rand_dim(rng, 1, 3), classes = rand_dim(rng, 2, 5), d = rand_dim(rng, 1, 3);
+                 return Inputs{randn64({n, classes, d}, dt, rng), class_targets(rng, {n, d}, classes)};
                },
-               [](const Inputs& in) { return mse_loss(in[0], in[1]); }});
+               [](const Inputs& in) { return nll_loss(log_softmax(in[0], 1), in[1], Reduction::None); }});
+  auto mse_inputs = [](Rng& rng, DType dt) {
+    Shape s = random_shape(rng, 2, 1, 6);
+    return Inputs{randn64(s, dt, rng), randn64(s, dt, rng)};
+  };
+  c.push_back({"mse_loss", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1]); }});
+  c.push_back({"mse_loss_sum", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1], Reduction::Sum); }});
+  c.push_back({"mse_loss_none", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1], Reduction::None); }});
   // ---- convolution and pooling ----
   c.push_back({"conv2d_stride_pad_bias",
                [](Rng& rng, DType dt) {

@@ -53,9 +53,14 @@ double max_gradient_error(const OpCase& op, std::vector<Tensor> inputs, std::str
   for (Tensor& t : inputs)
     if (t.dtype() == DType::Float64) t.requires_grad_(true);
   Tensor out = op.apply(inputs);
+  if (!is_floating(out.dtype())) {
+    if (!out.requires_grad() && out.grad_fn() == nullptr) return 0.0;
+    if (where) *where = std::string("integer output of dtype ") + dtype_name(out.dtype()) + " requires grad";
+    return INFINITY;
+  }
   Tensor w = loss_weights(out);
   sum(out * w).backward();
-  const double eps = 1e-6;
+  const double eps = op.fd_eps;
   double worst = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].dtype() != DType::Float64) continue;

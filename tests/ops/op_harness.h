@@ -2,7 +2,7 @@
 // broadcasting and odd sizes) and applies one op. The same table drives:
 //   - gradient checks: backward on CPU in float64 vs central finite differences;
 //   - backend comparisons: every op on another backend vs the CPU reference
-//     (compare_backends(case, Device::cuda(0)) — one call per op, see test_backends.cpp).
+//     (compare_backends(case, Device::cuda(0), seed) — one name per op in tests/gpu/test_cuda_backend.cpp).
 // Adding an op means adding one entry to op_cases.cpp.
 #pragma once
 #include <functional>
@@ -20,6 +20,9 @@ struct OpCase {
   std::function<std::vector<Tensor>(std::mt19937& rng, DType dtype)> make_inputs;
   std::function<Tensor(const std::vector<Tensor>&)> apply;
   double grad_tol = 1e-6;  // abs + rel tolerance of the finite-difference check
+  // Central-difference step. Larger for ops that round through float32 (cast), where a
+  // 1e-6 step would measure rounding instead of the derivative.
+  double fd_eps = 1e-6;
 };
 
 const std::vector<OpCase>& op_cases();
@@ -27,6 +30,8 @@ const OpCase& op_case(const std::string& name);
 
 // Max |analytic - numeric| / (1 + |numeric|) over every float input element, for the
 // loss sum(apply(inputs) * w) with fixed random weights w. Inputs must be float64 on CPU.
+// Ops with an integer or bool output (argmax) have no gradient: for them the check is that
+// the output carries no autograd history (infinity otherwise).
 double max_gradient_error(const OpCase& op, std::vector<Tensor> inputs, std::string* where = nullptr);
 
 struct BackendComparison {

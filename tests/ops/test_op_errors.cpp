@@ -31,16 +31,42 @@ TEST(OpErrors, MixedDtypesAndShapes) {
   expect_error<ShapeError>([&] { cat({f, Tensor::ones({3, 3})}, 1); }, "differs from");
 }
 
+TEST(OpErrors, MixedDtypesInWeightsBiasesAndStatistics) {
+  // Kernels read every operand through the input's element type, so a companion tensor of
+  // another dtype must be refused up front (it used to be read out of bounds).
+  Tensor x = Tensor::ones({4, 3}, DType::Float64), w32 = Tensor::ones({3}), w64 = Tensor::ones({3}, DType::Float64);
+  expect_error<DTypeError>([&] { batch_norm(x, Tensor(), Tensor(), w32, w64, true); },
+                           "batch_norm: weight is float32 but the input is float64");
+  expect_error<DTypeError>([&] { batch_norm(x, Tensor(), Tensor(), w64, w32, true); }, "batch_norm: bias is float32");
+  expect_error<DTypeError>([&] { batch_norm(x, w32, w64, w64, w64, false); }, "batch_norm: running_mean is float32");
+  expect_error<DTypeError>([&] { batch_norm(x, w64, w32, w64, w64, true); }, "batch_norm: running_var is float32");
+  expect_error<DTypeError>([&] { layer_norm(x, {3}, w32); }, "layer_norm: weight is float32");
+  expect_error<DTypeError>([&] { layer_norm(x, {3}, w64, w32); }, "layer_norm: bias is float32");
+  Tensor img = Tensor::ones({1, 1, 3, 3}, DType::Float64), k = Tensor::ones({2, 1, 2, 2}, DType::Float64);
+  expect_error<DTypeError>([&] { conv2d(img, k, Tensor::ones({2})); }, "conv2d: bias is float32");
+  expect_error<DTypeError>([&] { conv2d(img, Tensor::ones({2, 1, 2, 2})); }, "different dtypes");
+  expect_error<DTypeError>([&] { linear(x, Tensor::ones({2, 3}, DType::Float64), Tensor::ones({2})); },
+                           "linear: bias is float32");
+  expect_error<DTypeError>([&] { embedding(Tensor::from_vector<int64_t>({0}, {1}), Tensor::ones({2, 2}, DType::Int64)); },
+                           "embedding needs a floating point tensor");
+  expect_error<DTypeError>([&] { where(Tensor::ones({3}, DType::Bool), w32, w64); }, "different dtypes");
+  expect_error<DTypeError>([&] { stack({w32, w64}); }, "different dtypes");
+  // The same calls with matching dtypes work.
+  EXPECT_EQ(batch_norm(x, w64, w64, w64, w64, false).dtype(), DType::Float64);
+  EXPECT_EQ(conv2d(img, k, Tensor::ones({2}, DType::Float64)).shape(), (Shape{1, 2, 2, 2}));
+}
+
 TEST(OpErrors, MixedDevicesSayHowToFix) {
-  // In a CUDA-less build asking for a CUDA tensor fails; in a CUDA build on a machine with no
-  // GPU the runtime fails. Either way: a DeviceError, never a crash.
+  // Needs a second device: a CUDA tensor (tests/gpu runs the same check on a GPU machine).
+  Tensor g;
   try {
-    Tensor g = Tensor::ones({2}, DType::Float32, Device::cuda(0));
-    Tensor c = Tensor::ones({2});
-    expect_error<DeviceError>([&] { add(c, g); }, "different devices");
+    g = Tensor::ones({2}, DType::Float32, Device::cuda(0));
   } catch (const DeviceError& e) {
-    EXPECT_FALSE(std::string(e.what()).empty());
+    GTEST_SKIP() << "no CUDA tensor can be made here: " << e.what();
   }
+  Tensor c = Tensor::ones({2});
+  expect_error<DeviceError>([&] { add(c, g); }, "different devices (cpu and cuda:0)");
+  expect_error<DeviceError>([&] { linear(Tensor::ones({1, 2}), Tensor::ones({2, 2}), g); }, "linear: bias is on cuda:0");
 }
 
 TEST(OpErrors, LossAndIndexValidation) {

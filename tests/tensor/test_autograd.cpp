@@ -34,6 +34,30 @@ TEST(Autograd, BackwardWithGivenGradient) {
   EXPECT_THROW(y2.backward(Tensor::ones({3}, DType::Float64)), AutogradError);
 }
 
+TEST(Autograd, GivenGradientOfAnotherDtypeIsCastLikePyTorch) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor y = exp(x);
+  y.backward(Tensor::from_vector<float>({1.0f, 0.5f}, {2}));  // float32 gradient of a float64 output
+  EXPECT_EQ(x.grad().dtype(), DType::Float64);
+  auto g = x.grad().to_vector<double>();
+  EXPECT_NEAR(g[0], std::exp(1.0), 1e-12);
+  EXPECT_NEAR(g[1], 0.5 * std::exp(2.0), 1e-12);
+}
+
+TEST(Autograd, SetGradChecksShapeDtypeAndDevice) {
+  Tensor p = Tensor::zeros({2, 3}).requires_grad_();
+  EXPECT_THROW(p.set_grad(Tensor::zeros({3, 2})), ShapeError);
+  try {
+    p.set_grad(Tensor::zeros({2, 3}, DType::Float64));
+    ADD_FAILURE() << "expected DTypeError";
+  } catch (const DTypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient is float64 but the tensor is float32"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(p.grad().defined());
+  p.set_grad(Tensor::ones({2, 3}));
+  EXPECT_EQ(p.grad().to_vector<float>(), std::vector<float>(6, 1.0f));
+}
+
 TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {
   Tensor x = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
   Tensor y = sum(exp(x));
@@ -72,6 +96,18 @@ TEST(Autograd, GradientThroughCastAndDevices) {
   sum(cast(x, DType::Float64) * Tensor::from_vector<double>({3, 4}, {2})).backward();
   EXPECT_EQ(x.grad().dtype(), DType::Float32);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 4}));
+}
+
+TEST(Autograd, GradientThroughHalfStorageCasts) {
+  // float16/bfloat16 are storage types on the CPU: casts in and out are differentiable.
+  for (DType half : {DType::Float16, DType::BFloat16}) {
+    Tensor x = Tensor::from_vector<float>({1.5f, -2.0f, 0.25f}, {3}).requires_grad_();
+    Tensor h = cast(x, half);
+    EXPECT_TRUE(h.requires_grad());
+    sum(cast(h, DType::Float32) * Tensor::from_vector<float>({3, -4, 0.5f}, {3})).backward();
+    EXPECT_EQ(x.grad().dtype(), DType::Float32) << dtype_name(half);
+    EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, -4, 0.5f})) << dtype_name(half);
+  }
 }
 
 TEST(Autograd, PostAccumulateHookFiresOnceWhenGradIsFinal) {

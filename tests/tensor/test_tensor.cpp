@@ -50,6 +50,33 @@ TEST(DType, CastsThroughTensors) {
   EXPECT_EQ(Tensor::from_vector<int64_t>({5000000000LL}, {1}).to(DType::Int64).to_vector<int64_t>()[0], 5000000000LL);
 }
 
+TEST(DType, EveryDtypeCastsToEveryOther) {
+  // Values every dtype holds exactly (bool keeps only "nonzero").
+  const std::vector<double> v = {0, 1, 2, 5, 100, 0};
+  const std::vector<DType> all = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                                  DType::Int32,   DType::Int64,   DType::UInt8,   DType::Bool};
+  for (DType from : all) {
+    Tensor src = Tensor::from_vector(v, {2, 3}).to(from);
+    ASSERT_EQ(src.dtype(), from);
+    for (DType to : all) {
+      Tensor dst = src.to(to);
+      ASSERT_EQ(dst.dtype(), to);
+      ASSERT_EQ(dst.shape(), (Shape{2, 3}));
+      const bool either_bool = from == DType::Bool || to == DType::Bool;
+      std::vector<double> got = dst.to_vector<double>();
+      for (size_t i = 0; i < v.size(); ++i)
+        EXPECT_EQ(got[i], either_bool ? double(v[i] != 0) : v[i])
+            << dtype_name(from) << " -> " << dtype_name(to) << " element " << i;
+    }
+  }
+  // A strided (transposed) source casts element by element, in its logical order.
+  Tensor t = Tensor::from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3}).t().to(DType::BFloat16);
+  EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  // Floats to integers truncate toward zero, as PyTorch's casts.
+  EXPECT_EQ(Tensor::from_vector<float>({-1.5f, 2.7f}, {2}).to(DType::Int32).to_vector<int32_t>(),
+            (std::vector<int32_t>{-1, 2}));
+}
+
 TEST(Philox, KnownAnswerVectors) {
   // Philox4x32-10 known-answer tests published with Random123.
   philox::U32x4 zero = philox::philox4x32_10({{0, 0, 0, 0}}, 0, 0);
@@ -80,6 +107,31 @@ TEST(Philox, TensorsAreACounterFunctionOfSeedAndOffset) {
   // The second draw starts at block ceil(10/4) = 3: element i is bits(seed, 3, i).
   auto vb = b.to_vector<float>();
   for (uint64_t i = 0; i < 6; ++i) EXPECT_EQ(vb[i], philox::uniform01(philox::bits(42, 3, i)));
+}
+
+TEST(Philox, RandnAndDropoutMasksAreTheCounterFunctionAtTheGeneratorOffset) {
+  // What lets the CUDA backend (and any world size) reproduce the CPU's draws: each element is
+  // a pure function of (seed, offset of the draw, element index).
+  manual_seed(1234);
+  Tensor::rand({9});  // advances the stream by ceil(9/4) = 3 blocks
+  ASSERT_EQ(default_generator().offset, 3u);
+  auto normal = Tensor::randn({7}).to_vector<float>();
+  for (uint64_t i = 0; i < normal.size(); ++i) EXPECT_EQ(normal[i], philox::normal(1234, 3, i)) << i;
+  ASSERT_EQ(default_generator().offset, 5u);
+  const double p = 0.35;
+  Tensor x = Tensor::ones({3, 5}, DType::Float64);
+  auto y = dropout(x, p, true).to_vector<double>();
+  ASSERT_EQ(default_generator().offset, 9u);  // 15 elements: 4 blocks
+  for (uint64_t i = 0; i < y.size(); ++i) {
+    const bool keep = philox::uniform01(philox::bits(1234, 5, i)) >= float(p);
+    EXPECT_EQ(y[i], keep ? 1.0 / (1.0 - p) : 0.0) << i;
+  }
+  // float64 draws are the float32 draw widened: the same numbers in either dtype.
+  manual_seed(5);
+  auto u32 = Tensor::rand({6}).to_vector<float>();
+  manual_seed(5);
+  auto u64 = Tensor::rand({6}, DType::Float64).to_vector<double>();
+  for (size_t i = 0; i < u32.size(); ++i) EXPECT_EQ(double(u32[i]), u64[i]);
 }
 
 TEST(Philox, NormalStatistics) {
@@ -123,6 +175,67 @@ TEST(Views, ShareStorageWithoutCopies) {
   EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{2, 3, 4, 1}));
   EXPECT_EQ(x.flatten(1).shape(), (Shape{2, 12}));
   EXPECT_THROW(Tensor::zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), ShapeError);
+}
+
+TEST(Views, SplitAndChunkAlongEveryDimShareStorage) {
+  // Data parallelism scatters a batch with split/chunk along any dim: every piece must be a
+  // view into the same storage, with the values of the matching slice.
+  Tensor x = Tensor::arange(2 * 5 * 3 * 7, DType::Float64).reshape({2, 5, 3, 7});
+  const auto all = x.to_vector<double>();
+  const Shape st = x.strides();
+  for (int d = 0; d < 4; ++d) {
+    const int64_t n = x.size(d);
+    for (int64_t pieces : {int64_t(1), int64_t(2), int64_t(3), n}) {
+      for (bool use_chunk : {false, true}) {
+        const int64_t size = (n + pieces - 1) / pieces;
+        auto parts = use_chunk ? x.chunk(pieces, d) : x.split(size, d);
+        int64_t start = 0;
+        for (const Tensor& part : parts) {
+          SCOPED_TRACE("dim " + std::to_string(d) + (use_chunk ? " chunk " : " split ") + std::to_string(pieces));
+          ASSERT_EQ(part.impl().storage, x.impl().storage);  // no copy
+          EXPECT_EQ(part.strides(), st);
+          EXPECT_EQ(part.offset(), start * st[size_t(d)]);
+          EXPECT_EQ(part.size(d), std::min(size, n - start));
+          // Values: element (i0, i1, i2, i3) of the piece is element start + i_d along d of x.
+          auto got = part.contiguous().to_vector<double>();
+          size_t k = 0;
+          for (int64_t i0 = 0; i0 < part.size(0); ++i0)
+            for (int64_t i1 = 0; i1 < part.size(1); ++i1)
+              for (int64_t i2 = 0; i2 < part.size(2); ++i2)
+                for (int64_t i3 = 0; i3 < part.size(3); ++i3) {
+                  int64_t idx[4] = {i0, i1, i2, i3};
+                  idx[d] += start;
+                  const int64_t flat = idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3];
+                  ASSERT_EQ(got[k++], all[size_t(flat)]);
+                }
+          start += part.size(d);
+        }
+        EXPECT_EQ(start, n);
+      }
+    }
+  }
+  // Writes through a piece land in the whole.
+  x.chunk(3, 1)[2].fill_(-1.0);
+  EXPECT_EQ(x.select(1, 4).contiguous().to_vector<double>(), std::vector<double>(2 * 3 * 7, -1.0));
+  EXPECT_EQ(x.select(1, 3).contiguous().to_vector<double>()[0], all[size_t(3 * st[1])]);
+}
+
+TEST(Views, GradientsOfSplitPiecesLandInTheirSlices) {
+  Tensor x = Tensor::zeros({4, 6}, DType::Float64).requires_grad_();
+  auto cols = x.chunk(3, 1);  // three [4, 2] views
+  (sum(cols[0]) + sum(cols[2] * 3.0)).backward();
+  auto g = x.grad().to_vector<double>();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c) EXPECT_EQ(g[size_t(r * 6 + c)], c < 2 ? 1.0 : c < 4 ? 0.0 : 3.0) << r << "," << c;
+}
+
+TEST(Views, NoViewHasMoreThanEightDims) {
+  Tensor x = Tensor::zeros({1, 1, 1, 1, 1, 1, 1, 2});
+  EXPECT_THROW(x.unsqueeze(0), ShapeError);
+  EXPECT_THROW(x.view({1, 1, 1, 1, 1, 1, 1, 1, 2}), ShapeError);
+  EXPECT_THROW(x.reshape({1, 1, 1, 1, 1, 1, 1, 2, 1}), ShapeError);
+  EXPECT_THROW(x.expand({3, 1, 1, 1, 1, 1, 1, 1, 2}), ShapeError);
+  EXPECT_EQ(x.squeeze(0).unsqueeze(0).dim(), 8);
 }
 
 TEST(Devices, TypeAsAndMixingErrors) {
