@@ -65,25 +65,31 @@ int64_t count_wrong(const Tensor& t, int nranks, const std::string& op) {
   }
 }
 
-// Mean over ranks of a per-rank time, and the sum of wrong counts.
-double mean_over_ranks(Communicator& c, double v) {
-  Tensor t = Tensor::scalar(v, DType::Float64);
+// Mean over ranks of a per-rank time, and the sum of wrong counts (on the backend's device).
+double mean_over_ranks(Communicator& c, double v, Device dev) {
+  Tensor t = Tensor::scalar(v, DType::Float64).to(dev);
   c.allreduce(t, ReduceOp::Avg);
-  return t.item();
+  return t.to(Device::cpu()).item();
 }
-int64_t sum_over_ranks(Communicator& c, int64_t v) {
-  Tensor t = Tensor::scalar(double(v), DType::Int64);
+int64_t sum_over_ranks(Communicator& c, int64_t v, Device dev) {
+  Tensor t = Tensor::scalar(double(v), DType::Int64).to(dev);
   c.allreduce(t, ReduceOp::Sum);
-  return int64_t(t.item());
+  return int64_t(t.to(Device::cpu()).item());
 }
 
-PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, bool in_place) {
+// Buffers live where the backend moves them: host memory for mpi/local, this rank's GPU for nccl
+// (filled and checked through host copies, outside the timed loop).
+PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, bool in_place, Device dev) {
   const DType dt = perf_dtype(a.datatype);
   const int64_t count = bytes / int64_t(dtype_size(dt));
   const ReduceOp op = parse_reduce_op(a.op);
-  Tensor send = Tensor::empty({count}, dt);
-  Tensor recv = in_place ? send : Tensor::empty({count}, dt);
-  fill(send, c.rank());
+  auto filled = [&] {
+    Tensor host = Tensor::empty({count}, dt);
+    fill(host, c.rank());
+    return host.to(dev);
+  };
+  Tensor send = filled();
+  Tensor recv = in_place ? send : Tensor::empty({count}, dt, dev);
   for (int i = 0; i < a.warmup; ++i) c.allreduce(send, recv, op);
   c.barrier();
   const auto start = std::chrono::steady_clock::now();
@@ -92,24 +98,25 @@ PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, 
   int64_t wrong = 0;
   if (a.check) {
     if (in_place) {  // the timed runs reduced the result again and again: check a fresh one
-      fill(send, c.rank());
+      send.copy_(filled());
       c.allreduce(send, op);
     }
-    wrong = count_wrong(recv, c.size(), a.op);
+    wrong = count_wrong(recv.to(Device::cpu()), c.size(), a.op);
   }
-  return perf_result(bytes, c.size(), mean_over_ranks(c, us), sum_over_ranks(c, wrong));
+  return perf_result(bytes, c.size(), mean_over_ranks(c, us, dev), sum_over_ranks(c, wrong, dev));
 }
 
 // "Rank  0 Pid  1234 on host device cpu (mpi)" for every rank, gathered to all.
-std::vector<std::string> rank_lines(Communicator& c) {
+std::vector<std::string> rank_lines(Communicator& c, Device dev) {
   constexpr int64_t kLine = 96;
   char mine[kLine] = {0}, host[64] = {0};
   gethostname(host, sizeof host - 1);
-  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device cpu (%s backend)", c.rank(), int(getpid()), host,
-                c.backend_name().c_str());
-  Tensor in = Tensor::empty({kLine}, DType::UInt8), all = Tensor::empty({kLine * c.size()}, DType::UInt8);
+  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device %s (%s backend)", c.rank(), int(getpid()), host,
+                dev.str().c_str(), c.backend_name().c_str());
+  Tensor in = Tensor::empty({kLine}, DType::UInt8), all = Tensor::empty({kLine * c.size()}, DType::UInt8, dev);
   std::memcpy(in.raw_data(), mine, kLine);
-  c.allgather(in, all);
+  c.allgather(in.to(dev), all);
+  all = all.to(Device::cpu());
   std::vector<std::string> out;
   for (int r = 0; r < c.size(); ++r) {
     const char* p = static_cast<const char*>(all.raw_data()) + r * kLine;
@@ -133,14 +140,16 @@ int main(int argc, char** argv) {
   }
   try {
     auto comm = make_communicator(backend);
-    auto lines = rank_lines(*comm);
+    // NCCL reduces GPU buffers: this rank's device is its local rank (one GPU per rank).
+    const Device dev = backend == CommBackend::Nccl ? Device::cuda(comm->local_rank()) : Device::cpu();
+    auto lines = rank_lines(*comm, dev);
     const bool root = comm->rank() == 0;
     if (root) print_perf_header(args, "Tandem allreduce_perf, " + args.backend + " backend", lines);
     double busbw_sum = 0;
     int64_t wrong_total = 0, results = 0;
     for (int64_t bytes : perf_sizes(args)) {
-      PerfResult oop = run_size(*comm, args, bytes, false);
-      PerfResult ip = run_size(*comm, args, bytes, true);
+      PerfResult oop = run_size(*comm, args, bytes, false, dev);
+      PerfResult ip = run_size(*comm, args, bytes, true, dev);
       if (root) print_perf_row(bytes, bytes / perf_dtype_size(args.datatype), args, oop, ip);
       busbw_sum += oop.busbw + ip.busbw;
       wrong_total += oop.wrong + ip.wrong;

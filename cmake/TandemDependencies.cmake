@@ -60,6 +60,17 @@ if(NOT TANDEM_MPI STREQUAL "OFF")
 endif()
 message(STATUS "Tandem: MPI ${TANDEM_WITH_MPI}")
 
+# ---- NCCL: the GPU communicator, bootstrapped by MPI, so it needs CUDA and MPI ----
+set(TANDEM_WITH_NCCL OFF)
+if(TANDEM_WITH_CUDA AND TANDEM_WITH_MPI)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(TANDEM_WITH_NCCL ON)
+  endif()
+endif()
+message(STATUS "Tandem: NCCL ${TANDEM_WITH_NCCL}")
+
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
   set(CMAKE_CXX_COMPILER_LAUNCHER ${CCACHE_PROGRAM})

@@ -3,6 +3,9 @@
 #include "collectives/communicator_factory.h"
 
 #include "collectives/local_communicator.h"
+#if TANDEM_WITH_NCCL
+#include "collectives/nccl/nccl_communicator.h"
+#endif
 #include "engine/core/error.h"
 
 #if TANDEM_WITH_MPI
@@ -31,7 +34,7 @@ bool comm_backend_compiled_in(CommBackend backend) {
   switch (backend) {
     case CommBackend::Local: return true;
     case CommBackend::Mpi: return TANDEM_WITH_MPI;
-    case CommBackend::Nccl: return false;  // the NCCL backend arrives with the CUDA issue
+    case CommBackend::Nccl: return TANDEM_WITH_NCCL;
   }
   return false;
 }
@@ -44,7 +47,8 @@ namespace {
                       "install Open MPI (apt-get install libopenmpi-dev openmpi-bin) and reconfigure "
                       "with -DTANDEM_MPI=ON, or use the local backend for one process");
   throw ConfigError(std::string("the ") + comm_backend_name(backend) + " communication backend was asked for, "
-                    "but Tandem was built without it (NCCL is not implemented yet); use mpi or local");
+                    "but Tandem was built without it (NCCL needs the CUDA toolkit with NCCL and Open MPI at "
+                    "configure time); use mpi or local");
 }
 
 }  // namespace
@@ -57,12 +61,18 @@ void init_comm_runtime(CommBackend backend, int* argc, char*** argv) {
 #endif
 }
 
-std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options) {
+std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options, int device_index) {
   if (backend == CommBackend::Local) return std::make_shared<LocalCommunicator>(options);
   if (!comm_backend_compiled_in(backend)) not_built(backend);
 #if TANDEM_WITH_MPI
   mpi::ensure_mpi_initialized(nullptr, nullptr);
-  return std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, options);
+  auto mpi_world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, options);
+#if TANDEM_WITH_NCCL
+  if (backend == CommBackend::Nccl) {
+    return std::make_shared<NcclCommunicator>(*mpi_world, device_index >= 0 ? device_index : mpi_world->local_rank(), options);
+  }
+#endif
+  return mpi_world;
 #else
   not_built(backend);
 #endif

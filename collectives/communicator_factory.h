@@ -24,8 +24,10 @@ bool comm_backend_compiled_in(CommBackend backend);
 void init_comm_runtime(CommBackend backend, int* argc = nullptr, char*** argv = nullptr);
 
 // The world communicator of a backend: local = one process; mpi = MPI_COMM_WORLD (duplicated,
-// so Tandem's traffic never mixes with the application's). Throws ConfigError when the backend
-// was not built ("built without MPI").
-std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options = {});
+// so Tandem's traffic never mixes with the application's); nccl = every MPI rank on one GPU,
+// `device_index` (default: the local rank), bootstrapped over MPI_COMM_WORLD. Throws
+// ConfigError when the backend was not built ("built without MPI").
+std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options = {},
+                                                int device_index = -1);
 
 }  // namespace tandem::collectives

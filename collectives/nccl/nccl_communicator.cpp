@@ -1,0 +1,319 @@
+#include "collectives/nccl/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "collectives/collective_checks.h"
+#include "collectives/mpi/mpi_communicator.h"
+#include "engine/core/error.h"
+
+namespace tandem::collectives {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void cuda_check(cudaError_t err, const char* call) {
+  if (err != cudaSuccess) throw DeviceError(std::string(call) + " failed: " + cudaGetErrorString(err));
+}
+
+ncclDataType_t nccl_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Float64: return ncclFloat64;
+    case DType::Float16: return ncclFloat16;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Int32: return ncclInt32;
+    case DType::Int64: return ncclInt64;
+    case DType::UInt8: return ncclUint8;
+    case DType::Bool: return ncclUint8;  // moved as bytes, never reduced
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Product: return ncclProd;
+  }
+  return ncclSum;
+}
+
+}  // namespace
+
+struct NcclCommunicator::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1, device = 0;
+  std::string failure;  // set once aborted
+
+  void check(ncclResult_t rc, const std::string& what) {
+    if (rc == ncclSuccess || rc == ncclInProgress) return;
+    const std::string msg = what + " failed in NCCL: " + ncclGetErrorString(rc) + " (" +
+                            std::string(ncclGetLastError(comm)) + ")";
+    abort(msg);
+    throw CommError(msg);
+  }
+  void abort(const std::string& why) {
+    if (!failure.empty()) return;
+    failure = why;
+    if (comm) ncclCommAbort(comm);
+    comm = nullptr;
+  }
+  void check_usable(const std::string& what) const {
+    if (!failure.empty())
+      throw CommError(what + ": this NCCL communicator failed earlier (" + failure + "); create a new one");
+  }
+  void check_device(const char* name, const Tensor& t) const {
+    if (t.device().type != DeviceType::CUDA || t.device().index != device) {
+      throw DeviceError(std::string(name) + ": the NCCL communicator moves tensors on cuda:" + std::to_string(device) +
+                        ", got one on " + t.device().str() + "; move it there, or use the mpi backend for host tensors");
+    }
+  }
+  // The NCCL stream waits for everything queued so far on the compute (legacy default) stream.
+  void order_after_compute() {
+    cudaEvent_t ready;
+    cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord(compute)");
+    cuda_check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent(nccl stream)");
+    cudaEventDestroy(ready);
+  }
+};
+
+namespace {
+
+class NcclWork : public Work {
+ public:
+  NcclWork(std::string description, Millis timeout, std::shared_ptr<NcclCommunicator::State> state,
+           std::vector<Tensor> keep_alive, std::function<void()> after)
+      : Work(std::move(description), timeout), state_(std::move(state)), keep_alive_(std::move(keep_alive)),
+        after_(std::move(after)) {
+    cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventRecord(done_, state_->stream), "cudaEventRecord(nccl done)");
+  }
+  ~NcclWork() override { cudaEventDestroy(done_); }
+
+  bool is_completed() override {
+    if (finished_) return true;
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaErrorNotReady) return false;
+    cuda_check(q, "cudaEventQuery");
+    finish();
+    return true;
+  }
+
+  void wait(Millis timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    while (!is_completed()) {
+      if (state_->comm) {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(state_->comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
+                                  std::to_string(state_->size) + " failed in NCCL: " + ncclGetErrorString(async);
+          state_->abort(msg);
+          throw CommError(msg + "; the communicator was aborted");
+        }
+      }
+      if (Clock::now() >= deadline) {
+        const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
+                                std::to_string(state_->size) + " did not complete within " +
+                                std::to_string(timeout.count()) + " ms (a rank is missing or stuck)";
+        state_->abort(msg);
+        throw CommError(msg + "; the NCCL communicator was aborted, so the other ranks fail too");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  void finish() {
+    finished_ = true;
+    // Later kernels on the compute stream see the result.
+    cudaStreamWaitEvent(cudaStreamLegacy, done_, 0);
+    if (after_) after_();
+    keep_alive_.clear();
+  }
+
+  std::shared_ptr<NcclCommunicator::State> state_;
+  std::vector<Tensor> keep_alive_;
+  std::function<void()> after_;
+  cudaEvent_t done_ = nullptr;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int device_index, CommOptions options)
+    : Communicator(options), state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.rank = bootstrap.rank();
+  s.size = bootstrap.size();
+  s.local_rank = bootstrap.local_rank();
+  s.local_size = bootstrap.local_size();
+  s.device = device_index;
+  cuda_check(cudaSetDevice(device_index), "cudaSetDevice");
+  ncclUniqueId id;
+  if (s.rank == 0) {
+    const ncclResult_t rc = ncclGetUniqueId(&id);
+    if (rc != ncclSuccess) throw CommError(std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(rc));
+  }
+  Tensor id_bytes = Tensor::zeros({int64_t(sizeof id)}, DType::UInt8);
+  if (s.rank == 0) std::memcpy(id_bytes.raw_data(), &id, sizeof id);
+  bootstrap.broadcast(id_bytes, 0);
+  std::memcpy(&id, id_bytes.raw_data(), sizeof id);
+  const ncclResult_t rc = ncclCommInitRank(&s.comm, s.size, id, s.rank);
+  if (rc != ncclSuccess) {
+    throw CommError("ncclCommInitRank on rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
+                    " (cuda:" + std::to_string(device_index) + ") failed: " + ncclGetErrorString(rc) +
+                    "; NCCL needs one GPU per rank (check --trainer.devices and the number of processes)");
+  }
+  cuda_check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  State& s = *state_;
+  if (s.stream) {
+    cudaStreamSynchronize(s.stream);
+    cudaStreamDestroy(s.stream);
+  }
+  if (s.comm) ncclCommDestroy(s.comm);
+}
+
+int NcclCommunicator::rank() const { return state_->rank; }
+int NcclCommunicator::size() const { return state_->size; }
+int NcclCommunicator::local_rank() const { return state_->local_rank; }
+int NcclCommunicator::local_size() const { return state_->local_size; }
+int NcclCommunicator::device_index() const { return state_->device; }
+
+WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) {
+  const std::string what = describe("allreduce", reduce_op_name(op), input.dtype(), input.numel());
+  check_buffer("allreduce", "input", input);
+  check_buffer("allreduce", "output", output);
+  check_same_dtype("allreduce", input, output);
+  check_numel("allreduce", "output", output, input.numel(), "the same number of elements as the input");
+  check_reducible("allreduce", input.dtype(), true, "nccl");
+  state_->check_device("allreduce", input);
+  state_->check_device("allreduce", output);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  state_->check(ncclAllReduce(input.raw_data(), output.raw_data(), size_t(input.numel()), nccl_dtype(input.dtype()),
+                              nccl_op(op), state_->comm, state_->stream),
+                what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+}
+
+WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) {
+  const std::string what = describe("reduce_scatter", reduce_op_name(op), input.dtype(), input.numel());
+  check_buffer("reduce_scatter", "input", input);
+  check_buffer("reduce_scatter", "output", output);
+  check_same_dtype("reduce_scatter", input, output);
+  const int64_t n = input.numel();
+  check_numel("reduce_scatter", "output", output, chunk_count(n, size(), rank()), "this rank's chunk of the input");
+  check_reducible("reduce_scatter", input.dtype(), true, "nccl");
+  state_->check_device("reduce_scatter", input);
+  state_->check_device("reduce_scatter", output);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  if (n % size() == 0) {
+    state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
+                                    nccl_op(op), state_->comm, state_->stream),
+                  what);
+    return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+  }
+  // Uneven chunks: reduce everything, then copy this rank's chunk (on the NCCL stream).
+  Tensor full = Tensor::empty({n}, input.dtype(), input.device());
+  state_->check(ncclAllReduce(input.raw_data(), full.raw_data(), size_t(n), nccl_dtype(input.dtype()), nccl_op(op),
+                              state_->comm, state_->stream),
+                what);
+  const size_t bytes = size_t(output.numel()) * dtype_size(input.dtype());
+  const char* src = static_cast<const char*>(full.raw_data()) + size_t(chunk_offset(n, size(), rank())) * dtype_size(input.dtype());
+  cuda_check(cudaMemcpyAsync(output.raw_data(), src, bytes, cudaMemcpyDeviceToDevice, state_->stream), "cudaMemcpyAsync");
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output, full}, nullptr);
+}
+
+WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& output) {
+  const std::string what = describe("allgather", "", input.dtype(), output.numel());
+  check_buffer("allgather", "input", input);
+  check_buffer("allgather", "output", output);
+  check_same_dtype("allgather", input, output);
+  const int64_t n = output.numel();
+  check_numel("allgather", "input", input, chunk_count(n, size(), rank()), "this rank's chunk of the output");
+  state_->check_device("allgather", input);
+  state_->check_device("allgather", output);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  const size_t elem = dtype_size(input.dtype());
+  if (n % size() == 0) {
+    state_->check(ncclAllGather(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
+                                state_->comm, state_->stream),
+                  what);
+  } else {
+    // Uneven chunks: every rank broadcasts its chunk into its slot, as one group.
+    state_->check(ncclGroupStart(), what);
+    for (int r = 0; r < size(); ++r) {
+      char* slot = static_cast<char*>(output.raw_data()) + size_t(chunk_offset(n, size(), r)) * elem;
+      const void* send = r == rank() ? input.raw_data() : slot;
+      state_->check(ncclBroadcast(send, slot, size_t(chunk_count(n, size(), r)), nccl_dtype(input.dtype()), r,
+                                  state_->comm, state_->stream),
+                    what);
+    }
+    state_->check(ncclGroupEnd(), what);
+  }
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+}
+
+WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
+  const std::string what = describe("broadcast", "root " + std::to_string(root), tensor.dtype(), tensor.numel());
+  check_buffer("broadcast", "tensor", tensor);
+  check_rank("broadcast", "root", root, size());
+  state_->check_device("broadcast", tensor);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  state_->check(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
+                              root, state_->comm, state_->stream),
+                what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+}
+
+WorkHandle NcclCommunicator::barrier_async() {
+  // A one-element allreduce on this device: completes only when every rank has arrived.
+  Tensor token = Tensor::zeros({1}, DType::Float32, Device::cuda(state_->device));
+  return allreduce_async(token, token, ReduceOp::Sum);
+}
+
+WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) {
+  const std::string what = describe("send", "to rank " + std::to_string(dst), tensor.dtype(), tensor.numel());
+  check_buffer("send", "tensor", tensor);
+  check_rank("send", "dst", dst, size());
+  state_->check_device("send", tensor);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  // NCCL has no tags: messages between a pair of ranks match in call order.
+  state_->check(ncclSend(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, state_->comm,
+                         state_->stream),
+                what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+}
+
+WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) {
+  const std::string what = describe("recv", "from rank " + std::to_string(src), tensor.dtype(), tensor.numel());
+  check_buffer("recv", "tensor", tensor);
+  check_rank("recv", "src", src, size());
+  state_->check_device("recv", tensor);
+  state_->check_usable(what);
+  state_->order_after_compute();
+  state_->check(ncclRecv(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), src, state_->comm,
+                         state_->stream),
+                what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+}
+
+}  // namespace tandem::collectives
