@@ -1,0 +1,82 @@
+// DDP training throughput on CPU ranks: the models/ MLP (784-1024-1024-10) or CNN on
+// Fashion-MNIST, Adam lr 1e-3, per-rank batch 128 (global 256 at 2 ranks), one epoch, through
+// the real Trainer with strategy=ddp over the MPI communicator. The twin is
+// bench/peers/ddp_torch.py (PyTorch DDP with gloo, same model, sharding and batch);
+// bench/run_ddp.sh runs both in one run and prints the ratio.
+//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|cnn] [batch] [root]
+// Rank 0 prints one JSON line: samples/s over the epoch (data decoded before the clock, a barrier
+// at the start), the exposed communication per step from the Reducer, and peak RSS (max over ranks).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "engine/data/fashion_mnist.h"
+#include "engine/tensor/generator.h"
+#include "engine/trainer/ddp_training_strategy.h"
+#include "engine/trainer/trainer.h"
+#include "models/cnn.h"
+#include "models/mlp.h"
+
+using namespace tandem;
+
+int main(int argc, char** argv) try {
+  const std::string kind = argc > 1 ? argv[1] : "mlp";
+  data::FashionMNISTOptions data_options;
+  data_options.batch_size = argc > 2 ? std::atoll(argv[2]) : 128;
+  if (argc > 3) data_options.root = argv[3];
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+
+  manual_seed(42);
+  std::shared_ptr<models::ImageClassifier> model;
+  if (kind == "cnn") model = std::make_shared<models::CNN>();
+  else model = std::make_shared<models::MLP>();
+  data::FashionMNISTDataModule datamodule(data_options);
+  datamodule.setup("fit");
+
+  trainer::TrainerOptions options;
+  options.accelerator = "cpu";
+  options.devices = world ? std::atoi(world) : 1;
+  options.strategy = "ddp";
+  options.max_epochs = 1;
+  options.limit_val_batches = 0;
+  options.num_sanity_val_steps = 0;
+  options.enable_checkpointing = false;
+  options.enable_progress_bar = false;
+  options.enable_model_summary = false;
+  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_ddp_" + std::to_string(getppid()));
+  options.default_root_dir = root.string();
+  trainer::Trainer trainer(options);
+  trainer.strategy().barrier("start");
+
+  const auto start = std::chrono::steady_clock::now();
+  trainer.fit(*model, datamodule);
+  trainer.strategy().barrier("end");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t samples = datamodule.train_dataset()->size();
+
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  const double rss_mb = trainer.strategy().reduce(double(usage.ru_maxrss) / 1024.0, trainer::ReduceFx::Max);
+  double exposed_ms = 0;
+  if (auto* ddp = dynamic_cast<trainer::DDPTrainingStrategy*>(&trainer.strategy()); ddp && ddp->reducer()) {
+    exposed_ms = ddp->reducer()->stats().mean_exposed_ms();
+  }
+  exposed_ms = trainer.strategy().reduce(exposed_ms, trainer::ReduceFx::Mean);
+  if (trainer.is_global_zero()) {
+    std::printf("{\"bench\": \"ddp_%s\", \"impl\": \"tandem\", \"ranks\": %d, \"batch_per_rank\": %lld, "
+                "\"train_samples\": %lld, \"epoch_s\": %.3f, \"samples_per_s\": %.0f, \"exposed_comm_ms_per_step\": %.3f, "
+                "\"peak_rss_mb_per_rank\": %.1f}\n",
+                kind.c_str(), trainer.world_size(), (long long)data_options.batch_size, (long long)samples, seconds,
+                double(samples) / seconds, exposed_ms, rss_mb);
+    std::filesystem::remove_all(root);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_ddp: %s\n", e.what());
+  return 1;
+}
