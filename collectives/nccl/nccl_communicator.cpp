@@ -159,6 +159,15 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int device_index,
   s.local_rank = bootstrap.local_rank();
   s.local_size = bootstrap.local_size();
   s.device = device_index;
+  int visible = 0;
+  const cudaError_t count = cudaGetDeviceCount(&visible);
+  if (count != cudaSuccess || device_index < 0 || device_index >= visible) {
+    throw DeviceError("the nccl backend needs a CUDA GPU for rank " + std::to_string(s.rank) + " (cuda:" +
+                      std::to_string(device_index) + "), but " +
+                      (count != cudaSuccess ? std::string("no GPU is usable: ") + cudaGetErrorString(count)
+                                            : std::to_string(visible) + " GPU(s) are visible") +
+                      "; use the mpi backend (--trainer.process_group_backend=mpi) or one GPU per rank");
+  }
   cuda_check(cudaSetDevice(device_index), "cudaSetDevice");
   ncclUniqueId id;
   if (s.rank == 0) {

@@ -107,7 +107,7 @@ TEST(Plan, IssueExample) {
   EXPECT_EQ(j["precision"], "32-true");
   EXPECT_EQ(j["cluster_environment"], "local");
   EXPECT_EQ(j["launch"], "mpirun -np 2 prog");
-  EXPECT_EQ(j["strategy_implemented"], false);
+  EXPECT_EQ(j["strategy_implemented"], true);  // DDPTrainingStrategy
 }
 
 TEST(Plan, CpuListsCpuOncePerProcess) {

@@ -7,6 +7,8 @@
 // size, reduce_fx across ranks, all_gather, and the NaN-on-one-rank stop.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "engine/data/distributed_sampler.h"
@@ -44,7 +46,12 @@ class SharedTempDir {
  public:
   SharedTempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = (std::filesystem::temp_directory_path() / ("tandem_ddp_" + std::string(info->name()))).string();
+    // Unique per job (rank 0's pid): ctest runs the np1..np4 jobs side by side.
+    Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
+    g_world->broadcast(pid, 0);
+    path = (std::filesystem::temp_directory_path() /
+            ("tandem_ddp_" + std::string(info->name()) + "_" + std::to_string(int64_t(pid.item()))))
+               .string();
     if (g_world->rank() == 0) {
       std::filesystem::remove_all(path);
       std::filesystem::create_directories(path);

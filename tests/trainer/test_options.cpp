@@ -40,8 +40,20 @@ TEST(TrainerOptionsTest, InvalidValuesAreConfigErrors) {
 
 TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
   expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "32-true", "64-true"});
-  expect_invalid([](auto& o) { o.devices = 2; }, {"strategy=ddp", "cannot train yet"});
-  expect_invalid([](auto& o) { o.strategy = "ddp"; o.devices = 1; }, {"ddp", "cannot train yet"});
+  // Two CPU processes need a launcher: the error gives the command (tandem fit relaunches itself).
+  expect_invalid([](auto& o) { o.devices = 2; }, {"needs 2 processes", "mpirun -np 2"});
+  expect_invalid([](auto& o) { o.strategy = "dp"; }, {"strategy=dp", "accelerator=cuda"});
+  expect_invalid([](auto& o) { o.process_group_backend = "gloo"; }, {"process_group_backend=gloo", "auto, mpi, nccl"});
+  expect_invalid([](auto& o) { o.collective_timeout = 0; }, {"collective_timeout", "> 0"});
+}
+
+TEST(TrainerOptionsTest, DdpWithOneDeviceIsAWorldOfOne) {
+  testing::TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.strategy = "ddp";
+  Trainer trainer(o);
+  EXPECT_EQ(trainer.strategy().name(), "ddp");
+  EXPECT_EQ(trainer.world_size(), 1);
 }
 
 TEST(TrainerOptionsTest, SimulatedGpusArePlannedButNotTrainedOn) {

@@ -4,6 +4,7 @@
 // generator, so building the data never moves the RNG state the tests compare.
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -148,7 +149,8 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path = (std::filesystem::temp_directory_path() /
-            ("tandem_trainer_" + std::string(info->test_suite_name()) + "_" + info->name()))
+            ("tandem_trainer_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+             std::to_string(::getpid())))
                .string();
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
