@@ -84,7 +84,19 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   plan.accelerator = acc.name;
   plan.notes = acc.notes;
 
+  plan.cluster = detect_cluster_environment(env);
   std::vector<int> indices = acc.accelerator->parse_devices(options.devices);
+  // `mpirun -np N tandem fit --trainer.strategy=ddp` on CPUs: devices=auto means "the processes
+  // the launcher started on this node" (one process per CPU device), not 1.
+  if (acc.name == "cpu" && options.devices.is_auto() && plan.cluster.launched() && plan.cluster.world_size > 0 &&
+      plan.cluster.world_size % options.num_nodes == 0) {
+    const int per_node = plan.cluster.world_size / options.num_nodes;
+    indices.assign(size_t(per_node), 0);  // the CPU accelerator's form: "cpu" once per process
+    if (per_node > 1) {
+      plan.notes.push_back("devices=auto on cpu under " + plan.cluster.name + ": " + std::to_string(per_node) +
+                           " process(es) per node, as launched");
+    }
+  }
   if (options.auto_select_gpus && acc.name == "cuda") {
     if (const int wanted = usable_devices_wanted(options.devices, indices.size()); wanted != 0) {
       indices = find_usable_cuda_devices(wanted);
@@ -109,7 +121,6 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   plan.precision = prec.precision;
   if (prec.note) plan.notes.push_back(*prec.note);
 
-  plan.cluster = detect_cluster_environment(env);
   if (plan.cluster.launched()) {
     check_against_launcher(plan);
   } else if (plan.world_size > 1) {

@@ -238,6 +238,31 @@ TEST(PlanUnderLauncher, CpuProcessesUnderMpirun) {
   EXPECT_EQ(p.process_device->str(), "cpu");
 }
 
+TEST(PlanUnderLauncher, CpuDevicesAutoTakesTheLaunchedProcesses) {
+  // `mpirun -np 4 tandem fit --trainer.strategy=ddp` on CPUs: devices=auto means 4 processes
+  // (2 per node with num_nodes=2), not 1; an explicit count must still match.
+  auto env = simulated_gpus(0);
+  HardwareOptions o;
+  o.accelerator = "cpu";
+  o.strategy = "ddp";
+  auto p = plan(o, {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  EXPECT_EQ(p.world_size, 4);
+  EXPECT_EQ(p.devices.size(), 4u);
+  EXPECT_FALSE(p.launch.has_value());
+  o.num_nodes = 2;
+  p = plan(o, {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"}});
+  EXPECT_EQ(p.devices.size(), 2u);
+  EXPECT_EQ(p.world_size, 4);
+  o.num_nodes = 1;
+  o.devices = 2;
+  expect_error<ConfigError>([&] {
+    plan(o, {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+  }, {"started 4 processes", "-np 2"});
+  // Without a launcher, devices=auto on CPU stays one process.
+  o.devices = "auto";
+  EXPECT_EQ(plan(o).world_size, 1);
+}
+
 TEST(PlanUnderLauncher, DataParallelNeedsOneProcessPerNode) {
   auto env = simulated_gpus(2);
   expect_error<ConfigError>([] {
