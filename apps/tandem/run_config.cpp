@@ -46,7 +46,8 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
   out << "usage: tandem " << stage << " [--config run.yaml] [--print_config] [--model=NAME] [--KEY=VALUE ...]\n\n"
       << what << "\n\n"
       << "  --config FILE      YAML with the same keys as --print_config shows (repeatable; flags override)\n"
-      << "  --print_config     print the full resolved configuration as YAML and stop\n";
+      << "  --print_config     print the full resolved configuration as YAML and stop\n"
+      << "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators() (repeatable)\n";
   if (stage == "predict") out << "  --predictions FILE where to write index,class lines (default: predictions.csv under default_root_dir)\n";
   out << "\n";
   // The class sections read better per class than as the union the parser accepts.

@@ -6,7 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "engine/config/config_args.h"
+
 namespace tandem::cli {
+
+// The whole command line: `program` is argv[0], `args` the rest. Returns the exit code.
+// A user program may register accelerators (tandem::accelerator_registry().add) first.
+int run_cli(const std::string& program, const std::vector<std::string>& args);
+
+// argv[0] as run_cli got it: `tandem plan` prints launch commands that run this program, so a
+// user program with its own accelerators launches itself, not the stock binary.
+const std::string& invoked_program();
 
 struct Subcommand {
   std::string name;
@@ -25,6 +35,11 @@ int run_predict(const std::vector<std::string>& args);
 
 // Every subcommand, in the order `tandem --help` lists them.
 const std::vector<Subcommand>& subcommands();
+
+// --plugin=lib.so, which every subcommand accepts, and loading what it names (the library's
+// tandem_register_accelerators is called with the process-wide registry).
+const AppFlag& plugin_flag();
+void load_plugins(const ParsedArgs& parsed);
 
 // Quotes one argument for a POSIX shell when it needs it ("1, 3" -> '1, 3').
 std::string shell_quote(const std::string& arg);

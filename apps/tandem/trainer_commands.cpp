@@ -21,8 +21,9 @@ namespace tandem::cli {
 
 namespace {
 
-const std::vector<AppFlag>& predict_flags() {
-  static const std::vector<AppFlag> flags{{"predictions", "file for index,class lines", true}};
+std::vector<AppFlag> stage_flags(const std::string& stage) {
+  std::vector<AppFlag> flags{plugin_flag()};
+  if (stage == "predict") flags.push_back({"predictions", "file for index,class lines", true});
   return flags;
 }
 
@@ -70,11 +71,12 @@ void write_predictions(const std::vector<Tensor>& outputs, const std::string& pa
 
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const ConfigSchema schema = make_run_schema();
-  const ParsedArgs parsed = parse_args(schema, args, stage == "predict" ? predict_flags() : std::vector<AppFlag>{});
+  const ParsedArgs parsed = parse_args(schema, args, stage_flags(stage));
   if (parsed.help) {
     std::cout << run_help(stage, schema);
     return 0;
   }
+  load_plugins(parsed);
   YAML::Node config = YAML::Clone(parsed.config);
   resolve_run_config(config);
   if (parsed.print_config) {

@@ -126,16 +126,13 @@ DevicesSpec devices_from_yaml(const YAML::Node& value) {
     return DevicesSpec(value.Scalar());
   }
   if (value && value.IsSequence()) {
-    std::vector<int> indices;
+    // Non-integer items are judged by the accelerator, whose error also says what the machine has.
+    std::vector<std::string> items;
     for (const auto& item : value) {
-      int n = 0;
-      if (!item.IsScalar() || !parse_int_strict(item.Scalar(), &n)) {
-        throw ConfigError("devices=" + yaml_to_text(value) + ": '" + yaml_to_text(item) +
-                          "' is not an integer device index; write lists like [0, 1]");
-      }
-      indices.push_back(n);
+      if (!item.IsScalar()) break;
+      items.push_back(item.Scalar());
     }
-    return DevicesSpec(indices);
+    if (items.size() == value.size()) return DevicesSpec::list_of_text(items);
   }
   throw ConfigError("devices=" + yaml_to_text(value) + " is not valid: expected an int, a string "
                     "like \"1, 3\" or \"auto\", or a list like [1, 3]");

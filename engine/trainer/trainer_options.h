@@ -53,7 +53,7 @@ struct TrainerOptions {
   DevicesSpec devices = "auto";
   std::string strategy = "auto";
   int num_nodes = 1;
-  std::string precision = "32-true";
+  PrecisionSpec precision = "32-true";
   bool auto_select_gpus = false;
 
   // ---- loops ----
