@@ -5,7 +5,6 @@
 #include <iostream>
 
 #include "apps/tandem/subcommands.h"
-#include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/edit_distance.h"
 #include "engine/core/error.h"
 
@@ -30,17 +29,6 @@ std::string shell_quote(const std::string& arg) {
   std::string out = "'";
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-const AppFlag& plugin_flag() {
-  static const AppFlag flag{"plugin", "load a shared library that registers accelerators (repeatable)", true};
-  return flag;
-}
-
-void load_plugins(const ParsedArgs& parsed) {
-  if (auto it = parsed.app_flags.find(plugin_flag().name); it != parsed.app_flags.end()) {
-    for (const auto& path : it->second) load_accelerator_plugin(path);
-  }
 }
 
 namespace {

@@ -14,8 +14,8 @@ namespace tandem::cli {
 
 namespace {
 
-void print_help() {
-  std::cout << "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
+std::string plan_help() {
+  return "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
                "[--print_config]\n\n"
                "Resolves accelerator, devices, strategy, num_nodes and precision as `tandem fit` "
                "would, and prints the plan as one JSON object. Nothing is trained. It takes every "
@@ -25,32 +25,21 @@ void print_help() {
                "  --print_config     print the resolved configuration as YAML and stop\n"
                "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators()\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
-               "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n"
-            << make_trainer_schema().help_text();
+               "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
+         make_trainer_schema().help_text();
 }
 
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
   // fit's schema, so a fit command line or a run's saved config.yaml plans as it is.
-  const ConfigSchema schema = make_run_schema();
-  const ParsedArgs parsed = parse_args(schema, args, {plugin_flag()});
-  if (parsed.help) {
-    print_help();
-    return 0;
-  }
-  load_plugins(parsed);
-  YAML::Node config = YAML::Clone(parsed.config);
-  resolve_run_config(config);
-  if (parsed.print_config) {
-    std::cout << config_to_yaml(config);
-    return 0;
-  }
+  const std::optional<ParsedRun> run = parse_run(args, {}, [](const ConfigSchema&) { return plan_help(); });
+  if (!run) return 0;
   // The command a launcher would run in every process: this program with the same flags, under `fit`.
   std::string program = shell_quote(invoked_program()) + " fit";
   for (const auto& arg : args) program += " " + shell_quote(arg);
 
-  const ExecutionPlan plan = plan_execution(hardware_options_from_config(config), program);
+  const ExecutionPlan plan = plan_execution(hardware_options_from_config(run->config), program);
   for (const auto& note : plan.notes) std::cerr << "tandem plan: " << note << "\n";
   std::cout << plan.to_json() << std::endl;
   return 0;

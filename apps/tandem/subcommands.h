@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/config/config_args.h"
-
 namespace tandem::cli {
 
 // The whole command line: `program` is argv[0], `args` the rest. Returns the exit code.
@@ -35,11 +33,6 @@ int run_predict(const std::vector<std::string>& args);
 
 // Every subcommand, in the order `tandem --help` lists them.
 const std::vector<Subcommand>& subcommands();
-
-// --plugin=lib.so, which every subcommand accepts, and loading what it names (the library's
-// tandem_register_accelerators is called with the process-wide registry).
-const AppFlag& plugin_flag();
-void load_plugins(const ParsedArgs& parsed);
 
 // Quotes one argument for a POSIX shell when it needs it ("1, 3" -> '1, 3').
 std::string shell_quote(const std::string& arg);

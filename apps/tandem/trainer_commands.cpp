@@ -22,9 +22,8 @@ namespace tandem::cli {
 namespace {
 
 std::vector<AppFlag> stage_flags(const std::string& stage) {
-  std::vector<AppFlag> flags{plugin_flag()};
-  if (stage == "predict") flags.push_back({"predictions", "file for index,class lines", true});
-  return flags;
+  if (stage == "predict") return {{"predictions", "file for index,class lines", true}};
+  return {};
 }
 
 std::string ckpt_path_of(const YAML::Node& config) {
@@ -70,19 +69,10 @@ void write_predictions(const std::vector<Tensor>& outputs, const std::string& pa
 }
 
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
-  const ConfigSchema schema = make_run_schema();
-  const ParsedArgs parsed = parse_args(schema, args, stage_flags(stage));
-  if (parsed.help) {
-    std::cout << run_help(stage, schema);
-    return 0;
-  }
-  load_plugins(parsed);
-  YAML::Node config = YAML::Clone(parsed.config);
-  resolve_run_config(config);
-  if (parsed.print_config) {
-    std::cout << config_to_yaml(config);
-    return 0;
-  }
+  const std::optional<ParsedRun> run =
+      parse_run(args, stage_flags(stage), [&](const ConfigSchema& schema) { return run_help(stage, schema); });
+  if (!run) return 0;
+  const YAML::Node& config = run->config;
   // Everything that can be a configuration error is built before any data is read.
   const YAML::Node seed = get_config_value(config, "seed_everything");
   if (!seed.IsNull()) manual_seed(seed.as<uint64_t>());
@@ -106,7 +96,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   } else {
     const std::vector<Tensor> outputs = trainer.predict(*model, datamodule, ckpt_path);
     std::string path = (std::filesystem::path(trainer.default_root_dir()) / "predictions.csv").string();
-    if (auto it = parsed.app_flags.find("predictions"); it != parsed.app_flags.end()) path = it->second.back();
+    if (auto it = run->args.app_flags.find("predictions"); it != run->args.app_flags.end()) path = it->second.back();
     write_predictions(outputs, path);
   }
   return 0;

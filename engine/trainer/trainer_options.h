@@ -47,15 +47,9 @@ struct FastDevRun {
   bool enabled() const { return batches > 0; }
 };
 
-struct TrainerOptions {
-  // ---- hardware: handed to plan_execution ----
-  std::string accelerator = "auto";
-  DevicesSpec devices = "auto";
-  std::string strategy = "auto";
-  int num_nodes = 1;
-  PrecisionSpec precision = "32-true";
-  bool auto_select_gpus = false;
-
+// The hardware options (accelerator, devices, strategy, num_nodes, precision,
+// auto_select_gpus) come from HardwareOptions and are handed to plan_execution as they are.
+struct TrainerOptions : HardwareOptions {
   // ---- loops ----
   // Unset: 1000 when max_steps is -1, else no epoch limit (Lightning). -1: no limit.
   std::optional<int64_t> max_epochs;

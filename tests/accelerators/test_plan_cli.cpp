@@ -118,17 +118,6 @@ TEST(PlanCli, ConfigFileWithFlagOverride) {
   EXPECT_EQ(r.json()["precision"], "bf16-mixed");
 }
 
-TEST(PlanCli, UnderMpirunVariables) {
-  auto r = run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=2 "
-                    "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.json()["cluster_environment"], "openmpi");
-  EXPECT_EQ(r.json()["process_device"], "cuda:1");
-  EXPECT_TRUE(r.json()["launch"].is_null());
-  expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=3 "
-                          "OMPI_COMM_WORLD_RANK=0"), "started 3 processes");
-}
-
 TEST(PlanCli, PrintConfig) {
   auto r = run_plan("--trainer.devices=2 --print_config");
   ASSERT_EQ(r.exit_code, 0);
@@ -226,19 +215,33 @@ TEST(PlanCli, IndicesAreRelativeToCudaVisibleDevices) {
   EXPECT_EQ(hidden.json()["accelerator"], "cpu");
 }
 
-TEST(PlanCli, UnderSlurmAndTorchrunVariables) {
-  auto slurm = run_plan("--trainer.devices '1, 3'", "TANDEM_SIMULATE_CUDA_DEVICES=4 SLURM_PROCID=1 SLURM_NTASKS=2 "
-                        "SLURM_LOCALID=1 SLURM_NODEID=0");
-  ASSERT_EQ(slurm.exit_code, 0) << slurm.err;
-  EXPECT_EQ(slurm.json()["cluster_environment"], "slurm");
-  EXPECT_EQ(slurm.json()["global_rank"], 1);
-  EXPECT_EQ(slurm.json()["process_device"], "cuda:3");
-  auto torchrun = run_plan("--trainer.devices=2 --trainer.num_nodes=2", "TANDEM_SIMULATE_CUDA_DEVICES=2 RANK=2 "
-                           "WORLD_SIZE=4 LOCAL_RANK=0 GROUP_RANK=1");
-  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
-  EXPECT_EQ(torchrun.json()["cluster_environment"], "torchrun");
-  EXPECT_EQ(torchrun.json()["node_rank"], 1);
-  EXPECT_EQ(torchrun.json()["process_device"], "cuda:0");
+// Under each launcher the plan reads its variables: ranks, and the device the local rank picks.
+TEST(PlanCli, UnderLaunchers) {
+  struct Case {
+    std::string flags, env, cluster;
+    int global_rank, node_rank;
+    std::string process_device;
+  };
+  const std::vector<Case> cases{
+      {"--trainer.devices=2", "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 "
+       "OMPI_COMM_WORLD_LOCAL_SIZE=2", "openmpi", 1, 0, "cuda:1"},
+      {"--trainer.devices '1, 3'", "SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_NODEID=0", "slurm", 1, 0, "cuda:3"},
+      {"--trainer.devices=2 --trainer.num_nodes=2", "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 GROUP_RANK=1", "torchrun", 2, 1,
+       "cuda:0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.cluster);
+    auto r = run_plan(c.flags, "TANDEM_SIMULATE_CUDA_DEVICES=4 " + c.env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.json()["cluster_environment"], c.cluster);
+    EXPECT_EQ(r.json()["global_rank"], c.global_rank);
+    EXPECT_EQ(r.json()["node_rank"], c.node_rank);
+    EXPECT_EQ(r.json()["process_device"], c.process_device);
+    EXPECT_TRUE(r.json()["launch"].is_null());  // already launched
+  }
+  // The launcher's process count must be what the flags ask for; the error shows both.
+  expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0"),
+                 "openmpi launcher started 3 processes, but devices x num_nodes = 2 x 1 = 2");
   expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=2 RANK=0 WORLD_SIZE=4 LOCAL_RANK=0"),
                  "torchrun launcher started 4 processes, but devices x num_nodes = 2 x 1 = 2");
 }
