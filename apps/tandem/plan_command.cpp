@@ -6,6 +6,7 @@
 
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
+#include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/config_args.h"
 #include "engine/config/trainer_section.h"
 #include "engine/strategies/execution_plan.h"
@@ -13,6 +14,14 @@
 namespace tandem::cli {
 
 namespace {
+
+// "  name  description", one line per registered class.
+template <typename Entry>
+std::string registry_listing(const std::vector<Entry>& entries) {
+  std::string out;
+  for (const auto& e : entries) out += "  " + e.name + "  " + e.description + "\n";
+  return out;
+}
 
 std::string plan_help() {
   return "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
@@ -26,7 +35,9 @@ std::string plan_help() {
                "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators()\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
                "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
-         make_trainer_schema().help_text();
+         make_trainer_schema().help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +
+         registry_listing(accelerator_registry().entries()) + "registered strategies (and auto):\n" +
+         registry_listing(strategy_registry().entries());
 }
 
 }  // namespace

@@ -72,12 +72,13 @@ std::optional<ParsedRun> parse_run(const std::vector<std::string>& args, std::ve
   const ConfigSchema schema = make_run_schema();
   extra_flags.push_back({"plugin", "load a shared library that registers accelerators (repeatable)", true});
   ParsedRun run{parse_args(schema, args, extra_flags), {}};
+  // Plugins first, so that --help can list what they register.
+  if (auto it = run.args.app_flags.find("plugin"); it != run.args.app_flags.end()) {
+    for (const auto& path : it->second) load_accelerator_plugin(path);
+  }
   if (run.args.help) {
     std::cout << help(schema);
     return std::nullopt;
-  }
-  if (auto it = run.args.app_flags.find("plugin"); it != run.args.app_flags.end()) {
-    for (const auto& path : it->second) load_accelerator_plugin(path);
   }
   run.config = YAML::Clone(run.args.config);
   resolve_run_config(run.config);

@@ -33,8 +33,8 @@ struct ParsedRun {
 };
 
 // The common start of every subcommand: parses the flags and --config files against the run
-// schema (`extra_flags` besides --plugin, which every subcommand takes), prints `help` for
-// --help, loads the --plugin libraries, resolves the class sections, and prints the result for
+// schema (`extra_flags` besides --plugin, which every subcommand takes), loads the --plugin
+// libraries, prints `help` for --help, resolves the class sections, and prints the result for
 // --print_config. nullopt when the command is done after that (--help, --print_config).
 std::optional<ParsedRun> parse_run(const std::vector<std::string>& args, std::vector<AppFlag> extra_flags,
                                    const std::function<std::string(const ConfigSchema&)>& help);

@@ -129,7 +129,14 @@ TEST(PlanCli, PrintConfig) {
 TEST(PlanCli, Help) {
   auto r = run_plan("--help");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("--trainer.devices"), std::string::npos);
+  EXPECT_TRUE(r.out_has("--trainer.devices")) << r.out;
+  // The registries' names with their descriptions; a plugin's accelerator joins them.
+  EXPECT_TRUE(r.out_has("  cuda  NVIDIA GPUs through the CUDA runtime")) << r.out;
+  EXPECT_TRUE(r.out_has("  single_device  one process on one device")) << r.out;
+  EXPECT_FALSE(r.out_has("  xpu  ")) << r.out;
+  auto plugin = run_plan(std::string("--plugin=") + TANDEM_XPU_PLUGIN_PATH + " --help");
+  EXPECT_EQ(plugin.exit_code, 0) << plugin.err;
+  EXPECT_TRUE(plugin.out_has("  xpu  XPU Accelerator - optimized for large-scale machine learning")) << plugin.out;
 }
 
 // Every devices error in the issue, through the binary: exit 2, nothing on stdout, one line on
