@@ -33,6 +33,8 @@ std::string shell_quote(const std::string& arg) {
 
 namespace {
 
+std::string g_program = "tandem";  // argv[0], set by run_cli
+
 void print_usage(std::ostream& out) {
   out << "usage: tandem <subcommand> [--config run.yaml] [--print_config] [--plugin=lib.so] "
          "[--SECTION.KEY=VALUE ...]\n\nsubcommands:\n";
@@ -41,10 +43,6 @@ void print_usage(std::ostream& out) {
          "shared library exporting tandem_register_accelerators (docs/ACCELERATORS.md).\n";
 }
 
-}  // namespace
-
-namespace {
-std::string g_program = "tandem";
 }  // namespace
 
 const std::string& invoked_program() { return g_program; }
