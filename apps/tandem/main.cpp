@@ -1,74 +1,7 @@
-// tandem: the command-line front end. `tandem <subcommand> [flags]`; see subcommands.h.
-// Exit codes: 0 success, 2 usage or configuration errors (ConfigError), 1 anything else.
-#include <iostream>
-
+// The stock `tandem` program: the command line in cli.cpp, with only the built-in accelerators
+// (plus any loaded with --plugin=lib.so).
 #include "apps/tandem/subcommands.h"
-#include "engine/config/edit_distance.h"
-#include "engine/core/error.h"
-
-namespace tandem::cli {
-
-const std::vector<Subcommand>& subcommands() {
-  static const std::vector<Subcommand> all{
-      {"fit", "train a model on a data module (validating as it goes), with checkpoints and logs", run_fit},
-      {"validate", "run the validation set through a model (--ckpt_path loads weights)", run_validate},
-      {"test", "evaluate a model on the test set (--ckpt_path=PATH|last|best)", run_test},
-      {"predict", "write the model's predicted class for each test example", run_predict},
-      {"plan", "resolve accelerator/devices/strategy/precision flags and print the plan as JSON", run_plan},
-  };
-  return all;
-}
-
-std::string shell_quote(const std::string& arg) {
-  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789-_.=/:,+@%") == std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-namespace {
-
-void print_usage(std::ostream& out) {
-  out << "usage: tandem <subcommand> [--config run.yaml] [--print_config] [--SECTION.KEY=VALUE ...]\n\nsubcommands:\n";
-  for (const auto& s : subcommands()) out << "  " << s.name << "  " << s.summary << "\n";
-  out << "\n`tandem <subcommand> --help` lists its options.\n";
-}
-
-}  // namespace
-}  // namespace tandem::cli
 
 int main(int argc, char** argv) {
-  using namespace tandem::cli;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    print_usage(args.empty() ? std::cerr : std::cout);
-    return args.empty() ? 2 : 0;
-  }
-  const std::string name = args[0];
-  const Subcommand* command = nullptr;
-  std::vector<std::string> names;
-  for (const auto& s : subcommands()) {
-    names.push_back(s.name);
-    if (s.name == name) command = &s;
-  }
-  if (!command) {
-    const std::string guess = tandem::closest_match(name, names);
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    std::cerr << "tandem: error: unknown subcommand '" << name << "'"
-              << (guess.empty() ? "" : "; did you mean '" + guess + "'?") << " (available: " << known << ")\n";
-    return 2;
-  }
-  try {
-    return command->run(std::vector<std::string>(args.begin() + 1, args.end()));
-  } catch (const tandem::ConfigError& e) {
-    std::cerr << "tandem " << name << ": error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "tandem " << name << ": error: " << e.what() << "\n";
-    return 1;
-  }
+  return tandem::cli::run_cli(argc > 0 ? argv[0] : "tandem", std::vector<std::string>(argv + 1, argv + argc));
 }

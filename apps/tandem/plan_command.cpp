@@ -1,8 +1,10 @@
-// `tandem plan`: the same --trainer.* flags and --config files as `tandem fit`, resolved
-// without training. Prints exactly one JSON object on stdout (the notes about what "auto"
-// picked go to stderr); invalid input prints nothing on stdout and one error on stderr.
+// `tandem plan`: the same flags and --config files as `tandem fit` (the whole run schema, so
+// model and data flags are checked too), with the hardware options resolved without training.
+// Prints exactly one JSON object on stdout (the notes about what "auto" picked go to stderr);
+// invalid input prints nothing on stdout and one error on stderr.
 #include <iostream>
 
+#include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/config_args.h"
@@ -13,46 +15,42 @@ namespace tandem::cli {
 
 namespace {
 
-const std::vector<AppFlag>& plan_flags() {
-  static const std::vector<AppFlag> flags{
-      {"plugin", "load a shared library that registers accelerators (repeatable)", true}};
-  return flags;
+// "  name  description", one line per registered class.
+template <typename Entry>
+std::string registry_listing(const std::vector<Entry>& entries) {
+  std::string out;
+  for (const auto& e : entries) out += "  " + e.name + "  " + e.description + "\n";
+  return out;
 }
 
-void print_help(const ConfigSchema& schema) {
-  std::cout << "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
+std::string plan_help() {
+  return "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
                "[--print_config]\n\n"
                "Resolves accelerator, devices, strategy, num_nodes and precision as `tandem fit` "
-               "would, and prints the plan as one JSON object. Nothing is trained.\n\n"
+               "would, and prints the plan as one JSON object. Nothing is trained. It takes every "
+               "flag and --config file `tandem fit` takes (see `tandem fit --help`); the trainer's "
+               "hardware options are the ones it resolves.\n\n"
                "  --config FILE      YAML with the same keys (flags override it)\n"
                "  --print_config     print the resolved configuration as YAML and stop\n"
                "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators()\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
-               "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n"
-            << schema.help_text();
+               "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
+         make_trainer_schema().help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +
+         registry_listing(accelerator_registry().entries()) + "registered strategies (and auto):\n" +
+         registry_listing(strategy_registry().entries());
 }
 
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
-  const ConfigSchema schema = make_trainer_schema();
-  const ParsedArgs parsed = parse_args(schema, args, plan_flags());
-  if (parsed.help) {
-    print_help(schema);
-    return 0;
-  }
-  if (auto it = parsed.app_flags.find("plugin"); it != parsed.app_flags.end()) {
-    for (const auto& path : it->second) load_accelerator_plugin(path);
-  }
-  if (parsed.print_config) {
-    std::cout << config_to_yaml(parsed.config);
-    return 0;
-  }
-  // The command a launcher would run in every process: the same flags, under `fit`.
-  std::string program = "tandem fit";
+  // fit's schema, so a fit command line or a run's saved config.yaml plans as it is.
+  const std::optional<ParsedRun> run = parse_run(args, {}, [](const ConfigSchema&) { return plan_help(); });
+  if (!run) return 0;
+  // The command a launcher would run in every process: this program with the same flags, under `fit`.
+  std::string program = shell_quote(invoked_program()) + " fit";
   for (const auto& arg : args) program += " " + shell_quote(arg);
 
-  const ExecutionPlan plan = plan_execution(hardware_options_from_config(parsed.config), program);
+  const ExecutionPlan plan = plan_execution(hardware_options_from_config(run->config), program);
   for (const auto& note : plan.notes) std::cerr << "tandem plan: " << note << "\n";
   std::cout << plan.to_json() << std::endl;
   return 0;

@@ -1,7 +1,9 @@
 #include "apps/tandem/run_config.h"
 
+#include <iostream>
 #include <sstream>
 
+#include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/config/trainer_section.h"
@@ -46,7 +48,8 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
   out << "usage: tandem " << stage << " [--config run.yaml] [--print_config] [--model=NAME] [--KEY=VALUE ...]\n\n"
       << what << "\n\n"
       << "  --config FILE      YAML with the same keys as --print_config shows (repeatable; flags override)\n"
-      << "  --print_config     print the full resolved configuration as YAML and stop\n";
+      << "  --print_config     print the full resolved configuration as YAML and stop\n"
+      << "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators() (repeatable)\n";
   if (stage == "predict") out << "  --predictions FILE where to write index,class lines (default: predictions.csv under default_root_dir)\n";
   out << "\n";
   // The class sections read better per class than as the union the parser accepts.
@@ -62,6 +65,28 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
       << "\nlr_scheduler: optional (--lr_scheduler=NAME, default none)\n"
       << class_section_help("lr_scheduler", lr_scheduler_classes());
   return out.str();
+}
+
+std::optional<ParsedRun> parse_run(const std::vector<std::string>& args, std::vector<AppFlag> extra_flags,
+                                   const std::function<std::string(const ConfigSchema&)>& help) {
+  const ConfigSchema schema = make_run_schema();
+  extra_flags.push_back({"plugin", "load a shared library that registers accelerators (repeatable)", true});
+  ParsedRun run{parse_args(schema, args, extra_flags), {}};
+  // Plugins first, so that --help can list what they register.
+  if (auto it = run.args.app_flags.find("plugin"); it != run.args.app_flags.end()) {
+    for (const auto& path : it->second) load_accelerator_plugin(path);
+  }
+  if (run.args.help) {
+    std::cout << help(schema);
+    return std::nullopt;
+  }
+  run.config = YAML::Clone(run.args.config);
+  resolve_run_config(run.config);
+  if (run.args.print_config) {
+    std::cout << config_to_yaml(run.config);
+    return std::nullopt;
+  }
+  return run;
 }
 
 }  // namespace tandem::cli

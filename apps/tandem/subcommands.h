@@ -8,6 +8,14 @@
 
 namespace tandem::cli {
 
+// The whole command line: `program` is argv[0], `args` the rest. Returns the exit code.
+// A user program may register accelerators (tandem::accelerator_registry().add) first.
+int run_cli(const std::string& program, const std::vector<std::string>& args);
+
+// argv[0] as run_cli got it: `tandem plan` prints launch commands that run this program, so a
+// user program with its own accelerators launches itself, not the stock binary.
+const std::string& invoked_program();
+
 struct Subcommand {
   std::string name;
   std::string summary;

@@ -10,6 +10,7 @@
 
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
+#include "engine/accelerators/cuda_accelerator.h"
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
 #include "engine/ops/ops.h"
@@ -22,9 +23,9 @@ namespace tandem::cli {
 
 namespace {
 
-const std::vector<AppFlag>& predict_flags() {
-  static const std::vector<AppFlag> flags{{"predictions", "file for index,class lines", true}};
-  return flags;
+std::vector<AppFlag> stage_flags(const std::string& stage) {
+  if (stage == "predict") return {{"predictions", "file for index,class lines", true}};
+  return {};
 }
 
 std::string ckpt_path_of(const YAML::Node& config) {
@@ -90,18 +91,10 @@ void write_predictions(trainer::Trainer& trainer, const std::vector<Tensor>& out
 }
 
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
-  const ConfigSchema schema = make_run_schema();
-  const ParsedArgs parsed = parse_args(schema, args, stage == "predict" ? predict_flags() : std::vector<AppFlag>{});
-  if (parsed.help) {
-    std::cout << run_help(stage, schema);
-    return 0;
-  }
-  YAML::Node config = YAML::Clone(parsed.config);
-  resolve_run_config(config);
-  if (parsed.print_config) {
-    std::cout << config_to_yaml(config);
-    return 0;
-  }
+  const std::optional<ParsedRun> run =
+      parse_run(args, stage_flags(stage), [&](const ConfigSchema& schema) { return run_help(stage, schema); });
+  if (!run) return 0;
+  const YAML::Node& config = run->config;
   // Everything that can be a configuration error is built before any data is read.
   const YAML::Node seed = get_config_value(config, "seed_everything");
   if (!seed.IsNull()) manual_seed(seed.as<uint64_t>());
@@ -112,6 +105,8 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const bool trainer_prints_table = trainer_options.enable_progress_bar;  // the Trainer prints one after fit
   // Several processes asked for and none launched us (ddp with devices > 1 started by hand):
   // become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script.
+  trainer::validate_trainer_options(trainer_options);
+  refuse_training_when_simulating("start a Trainer");  // before a relaunch could multiply the refusal
   const ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
   if (plan.launch && plan.strategy_implemented) {
     std::vector<std::string> argv{"tandem", stage};
@@ -135,7 +130,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   } else {
     const std::vector<Tensor> outputs = trainer.predict(*model, datamodule, ckpt_path);
     std::string path = (std::filesystem::path(trainer.default_root_dir()) / "predictions.csv").string();
-    if (auto it = parsed.app_flags.find("predictions"); it != parsed.app_flags.end()) path = it->second.back();
+    if (auto it = run->args.app_flags.find("predictions"); it != run->args.app_flags.end()) path = it->second.back();
     write_predictions(trainer, outputs, path);
   }
   return 0;

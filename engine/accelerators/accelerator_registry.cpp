@@ -91,11 +91,12 @@ AcceleratorChoice select_accelerator(const std::string& requested, const Acceler
                       choice.accelerator->availability_note() + "; accelerators available: " +
                       available_names(registry) + " (or use accelerator=auto)");
   }
-  if (name == "cpu") {
+  // Lightning's "GPU available but not used": any accelerator other than cuda leaves them idle.
+  if (name != "cuda" && registry.contains("cuda")) {
     auto cuda = registry.create("cuda");
     if (cuda->is_available()) {
-      choice.notes.push_back("warning: " + cuda->availability_note() + " but accelerator=cpu "
-                             "does not use them; pass --trainer.accelerator=cuda to use them");
+      choice.notes.push_back("warning: " + cuda->availability_note() + " but accelerator=" + name +
+                             " does not use them; pass --trainer.accelerator=cuda to use them");
     }
   }
   return choice;

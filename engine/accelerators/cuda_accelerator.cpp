@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "engine/accelerators/device_parsing.h"
 #include "engine/core/error.h"
@@ -17,13 +19,40 @@ constexpr const char* kSimulateBusyVar = "TANDEM_SIMULATE_BUSY_CUDA_DEVICES";
 std::mutex g_provider_mutex;
 CudaAllocatorStatsProvider g_allocator_stats;
 
-std::string machine_note() {
-  const CudaSimulation sim = cuda_simulation_from_env();
-  if (sim.device_count >= 0) return std::string("simulated by ") + kSimulateVar;
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    return std::string("indices are relative to CUDA_VISIBLE_DEVICES=") + visible;
+// The entries of CUDA_VISIBLE_DEVICES (indices or UUIDs), trimmed; nullopt when it is unset.
+std::optional<std::vector<std::string>> visible_devices_entries() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!visible) return std::nullopt;
+  std::vector<std::string> entries = split_trimmed(visible, ',');
+  if (entries.size() == 1 && entries[0].empty()) entries.clear();  // "" hides every GPU
+  return entries;
+}
+
+// How many of `physical` simulated GPUs CUDA_VISIBLE_DEVICES leaves visible, the way the
+// CUDA runtime reads it: entries in order, up to the first that is not an index of the
+// machine (or repeats one); an empty value hides them all. Simulation takes indices only.
+int simulated_visible_count(int physical) {
+  const auto entries = visible_devices_entries();
+  if (!entries) return physical;
+  std::set<int> seen;
+  for (const auto& entry : *entries) {
+    int index = 0;
+    if (!parse_int_strict(entry, &index) || index < 0 || index >= physical || !seen.insert(index).second) break;
   }
-  return cuda::built_with_cuda() ? "" : "Tandem was built without CUDA";
+  return static_cast<int>(seen.size());
+}
+
+std::string machine_note() {
+  std::string note;
+  if (const char* count = std::getenv(kSimulateVar)) {
+    note = std::string("simulated by ") + kSimulateVar + "=" + count;
+  } else if (!cuda::built_with_cuda()) {
+    note = "Tandem was built without CUDA";
+  }
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    note += std::string(note.empty() ? "" : "; ") + "indices are relative to CUDA_VISIBLE_DEVICES=" + visible;
+  }
+  return note;
 }
 
 }  // namespace
@@ -31,25 +60,21 @@ std::string machine_note() {
 CudaSimulation cuda_simulation_from_env() {
   CudaSimulation sim;
   if (const char* count = std::getenv(kSimulateVar)) {
-    if (!parse_int_strict(count, &sim.device_count) || sim.device_count < 0) {
+    int physical = 0;
+    if (!parse_int_strict(count, &physical) || physical < 0) {
       throw ConfigError(std::string(kSimulateVar) + "=" + count + " is not a device count; set "
                         "it to an integer >= 0 (e.g. 4), or unset it to see the real GPUs");
     }
+    sim.device_count = simulated_visible_count(physical);
     sim.active = true;
   }
   if (const char* busy = std::getenv(kSimulateBusyVar)) {
     sim.active = true;
-    std::string text = busy;
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t comma = text.find(',', start);
-      if (comma == std::string::npos) comma = text.size();
-      std::string part = text.substr(start, comma - start);
-      start = comma + 1;
-      if (part.find_first_not_of(" \t") == std::string::npos) continue;
+    for (const auto& part : split_trimmed(busy, ',')) {
+      if (part.empty()) continue;
       int index = 0;
       if (!parse_int_strict(part, &index) || index < 0) {
-        throw ConfigError(std::string(kSimulateBusyVar) + "=" + text + ": '" + part + "' is not "
+        throw ConfigError(std::string(kSimulateBusyVar) + "=" + busy + ": '" + part + "' is not "
                           "a device index; use a comma-separated list like 1,3");
       }
       sim.busy.insert(index);
@@ -63,6 +88,18 @@ int cuda_device_count() {
   return sim.device_count >= 0 ? sim.device_count : cuda::visible_device_count();
 }
 
+std::optional<std::string> cuda_visible_devices_note(const std::vector<int>& indices) {
+  const auto entries = visible_devices_entries();
+  if (!entries) return std::nullopt;
+  std::string note = std::string("CUDA_VISIBLE_DEVICES=") + std::getenv("CUDA_VISIBLE_DEVICES") + ": ";
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const auto visible = static_cast<size_t>(indices[i]);
+    note += (i ? ", " : "") + std::string("cuda:") + std::to_string(indices[i]) + " is the machine's GPU " +
+            (visible < entries->size() ? (*entries)[visible] : "?");
+  }
+  return note;
+}
+
 std::vector<int> CUDAAccelerator::parse_devices(const DevicesSpec& devices) const {
   return parse_indexed_devices(devices, IndexedDeviceContext{"cuda", cuda_device_count(), machine_note()});
 }
@@ -70,8 +107,12 @@ std::vector<int> CUDAAccelerator::parse_devices(const DevicesSpec& devices) cons
 std::string CUDAAccelerator::availability_note() const {
   const CudaSimulation sim = cuda_simulation_from_env();
   if (sim.device_count >= 0) {
-    return std::to_string(sim.device_count) + " simulated CUDA device" +
-           (sim.device_count == 1 ? "" : "s") + " (" + kSimulateVar + ")";
+    std::string note = std::to_string(sim.device_count) + " simulated CUDA device" +
+                       (sim.device_count == 1 ? "" : "s") + " (" + kSimulateVar;
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+      note += std::string(", CUDA_VISIBLE_DEVICES=") + visible;
+    }
+    return note + ")";
   }
   return cuda::device_count_note();
 }
@@ -94,12 +135,20 @@ DeviceStats CUDAAccelerator::get_device_stats(const AcceleratorDevice& device) c
 }
 
 void CUDAAccelerator::setup_device(const AcceleratorDevice& device) {
-  if (cuda_simulation_from_env().active) {
-    throw ConfigError(std::string("refusing to train on ") + device.str() + ": " + kSimulateVar +
-                      " or " + kSimulateBusyVar + " is set, and simulated GPUs can only be "
-                      "planned, not trained on; unset them to train on the real devices");
-  }
+  refuse_training_when_simulating("train on " + device.str());
   cuda::set_current_device(device.index);
+}
+
+void refuse_training_when_simulating(const std::string& what) {
+  if (!cuda_simulation_from_env().active) return;
+  std::string set;
+  for (const char* var : {kSimulateVar, kSimulateBusyVar}) {
+    if (const char* value = std::getenv(var)) set += (set.empty() ? "" : " and ") + std::string(var) + "=" + value;
+  }
+  const bool both = set.find(" and ") != std::string::npos;
+  throw ConfigError("refusing to " + what + ": " + set + (both ? " are" : " is") + " set, and simulated "
+                    "GPUs can only be planned (tandem plan), not trained on; unset " + (both ? "them" : "it") +
+                    " to train");
 }
 
 std::vector<int> find_usable_cuda_devices(int n) {
@@ -109,9 +158,7 @@ std::vector<int> find_usable_cuda_devices(int n) {
   }
   const CudaSimulation sim = cuda_simulation_from_env();
   const int count = sim.device_count >= 0 ? sim.device_count : cuda::visible_device_count();
-  const std::string machine = sim.device_count >= 0
-      ? std::to_string(count) + " simulated CUDA devices"
-      : cuda::device_count_note();
+  const std::string machine = CUDAAccelerator().availability_note();
   if (count == 0 || n > count) {
     throw ConfigError("find_usable_cuda_devices(" + std::to_string(n) + "): this machine has " +
                       machine + "; ask for at most " + std::to_string(count) +

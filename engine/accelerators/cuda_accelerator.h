@@ -2,12 +2,18 @@
 // (device_parsing.h). "gpu" is an alias of "cuda".
 //
 // Simulated GPUs, for tests and dry runs on machines without them:
-//   TANDEM_SIMULATE_CUDA_DEVICES=N        planning sees N CUDA devices (even without CUDA)
-//   TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 find_usable_cuda_devices treats 1 and 3 as occupied
-// With either set, setup_device refuses to start training: a plan is all they are good for.
+//   TANDEM_SIMULATE_CUDA_DEVICES=N        the machine has N CUDA devices (even without CUDA);
+//                                         CUDA_VISIBLE_DEVICES selects and renumbers them as
+//                                         the runtime would (indices only, no UUIDs)
+//   TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 find_usable_cuda_devices treats visible devices 1 and
+//                                         3 as occupied (real or simulated ones)
+// With either set, training refuses to start (refuse_training_when_simulating): a plan is all
+// they are good for.
 #pragma once
 #include <functional>
+#include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "engine/accelerators/accelerator.h"
@@ -25,6 +31,14 @@ CudaSimulation cuda_simulation_from_env();
 
 // Visible CUDA devices: the simulated count when set, else the runtime's.
 int cuda_device_count();
+
+// With CUDA_VISIBLE_DEVICES set, which of the machine's GPUs the visible indices are, e.g.
+// "CUDA_VISIBLE_DEVICES=2,3: cuda:1 is the machine's GPU 3"; nullopt when it is unset.
+std::optional<std::string> cuda_visible_devices_note(const std::vector<int>& indices);
+
+// Throws ConfigError ("refusing to <what>: ...") when either simulation variable is set.
+// The Trainer calls it before anything else, and CUDAAccelerator::setup_device again.
+void refuse_training_when_simulating(const std::string& what);
 
 class CUDAAccelerator : public Accelerator {
  public:

@@ -61,6 +61,9 @@ std::vector<int> from_count(int k, const DevicesSpec& spec, const IndexedDeviceC
 
 std::vector<int> from_list(const std::vector<int>& list, const DevicesSpec& spec,
                            const IndexedDeviceContext& ctx) {
+  if (!spec.non_integer_item().empty()) {
+    fail(spec, ctx, "'" + spec.non_integer_item() + "' is not an integer index");
+  }
   if (list.empty()) fail(spec, ctx, "an empty list selects no device");
   std::set<int> seen;
   for (int index : list) {
@@ -80,6 +83,17 @@ std::vector<int> from_list(const std::vector<int>& list, const DevicesSpec& spec
 
 }  // namespace
 
+std::vector<std::string> split_trimmed(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(separator, start);
+    parts.push_back(trim(text.substr(start, end == std::string::npos ? std::string::npos : end - start)));
+    if (end == std::string::npos) return parts;
+    start = end + 1;
+  }
+}
+
 bool parse_int_strict(const std::string& text, int* out) {
   const std::string t = trim(text);
   if (t.empty()) return false;
@@ -87,6 +101,20 @@ bool parse_int_strict(const std::string& text, int* out) {
   if (*begin == '+') ++begin;  // "+3" is an int to a user, though from_chars rejects the sign
   auto [ptr, ec] = std::from_chars(begin, t.data() + t.size(), *out);
   return ec == std::errc() && ptr == t.data() + t.size();
+}
+
+DevicesSpec DevicesSpec::list_of_text(const std::vector<std::string>& items) {
+  DevicesSpec spec(std::vector<int>{});
+  for (const auto& item : items) {
+    int index = 0;
+    if (parse_int_strict(item, &index)) {
+      spec.list_.push_back(index);
+    } else if (spec.non_integer_item_.empty()) {
+      spec.non_integer_item_ = trim(item).empty() ? "\"\"" : trim(item);
+    }
+  }
+  if (!spec.non_integer_item_.empty()) spec.list_text_ = items;
+  return spec;
 }
 
 bool DevicesSpec::is_auto() const {
@@ -102,7 +130,11 @@ std::string DevicesSpec::str() const {
     case Kind::String: return "\"" + text_ + "\"";
     case Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < list_.size(); ++i) out += (i ? ", " : "") + std::to_string(list_[i]);
+      if (!list_text_.empty()) {
+        for (size_t i = 0; i < list_text_.size(); ++i) out += (i ? ", " : "") + list_text_[i];
+      } else {
+        for (size_t i = 0; i < list_.size(); ++i) out += (i ? ", " : "") + std::to_string(list_[i]);
+      }
       return out + "]";
     }
   }
@@ -124,12 +156,7 @@ std::vector<int> parse_indexed_devices(const DevicesSpec& spec, const IndexedDev
     return from_count(k, spec, ctx);
   }
   std::vector<int> indices;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string part = trim(text.substr(start, comma - start));
-    start = comma + 1;
+  for (const auto& part : split_trimmed(text, ',')) {
     if (part.empty()) continue;
     int index = 0;
     if (!parse_int_strict(part, &index)) fail(spec, ctx, "'" + part + "' is not an integer");

@@ -39,6 +39,9 @@ std::vector<int> parse_indexed_devices(const DevicesSpec& spec, const IndexedDev
 // Returns the process count. Throws ConfigError otherwise.
 int parse_cpu_process_count(const DevicesSpec& spec);
 
+// "1, 3," -> {"1", "3", ""}: the parts between separators, surrounding spaces removed.
+std::vector<std::string> split_trimmed(const std::string& text, char separator);
+
 // Parses a whole string as a base-10 int (surrounding spaces allowed); false if it is not one.
 bool parse_int_strict(const std::string& text, int* out);
 

@@ -15,7 +15,8 @@ std::string precision_name(Precision p) {
   return "?";
 }
 
-Precision parse_precision(const std::string& text) {
+Precision parse_precision(const PrecisionSpec& value) {
+  const std::string& text = value.str();
   std::string t = lower_case(text);
   const size_t b = t.find_first_not_of(" \t"), e = t.find_last_not_of(" \t");
   t = b == std::string::npos ? "" : t.substr(b, e - b + 1);

@@ -10,16 +10,32 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace tandem {
 
 enum class Precision { Float32True, Float16Mixed, BFloat16Mixed, Float64True };
 
+// A precision as the user wrote it. Lightning takes 16, 32 and 64 as ints as well as strings,
+// so this converts from both: `options.precision = 16` means "16" (with a plain std::string
+// member it would compile, and become the one character '\x10').
+class PrecisionSpec {
+ public:
+  PrecisionSpec(const char* text) : text_(text) {}                 // NOLINT: implicit on purpose
+  PrecisionSpec(std::string text) : text_(std::move(text)) {}      // NOLINT
+  PrecisionSpec(int bits) : text_(std::to_string(bits)) {}         // NOLINT
+  const std::string& str() const { return text_; }
+  bool operator==(const PrecisionSpec& other) const { return text_ == other.text_; }
+
+ private:
+  std::string text_;
+};
+
 // The canonical name, e.g. "16-mixed".
 std::string precision_name(Precision p);
 
 // Parses any accepted form; throws ConfigError listing the allowed values otherwise.
-Precision parse_precision(const std::string& text);
+Precision parse_precision(const PrecisionSpec& value);
 
 struct PrecisionChoice {
   Precision precision;

@@ -40,10 +40,12 @@ bool kind_matches(const OptionSpec& o, const YAML::Node& v) {
     case ValueKind::Bool: return v.IsScalar() && is_bool(v.Scalar());
     case ValueKind::String: return v.IsScalar();
     case ValueKind::Devices:
-      if (v.IsScalar()) return true;  // the accelerator judges "1, 3" vs "abc" with its context
+      // Scalars and lists of scalars: the accelerator judges "1, 3" vs "abc" and [0, x], since
+      // its error can also say what the machine has.
+      if (v.IsScalar()) return true;
       if (!v.IsSequence()) return false;
       for (const auto& item : v) {
-        if (!item.IsScalar() || !is_int(item.Scalar())) return false;
+        if (!item.IsScalar()) return false;
       }
       return true;
     case ValueKind::List: return v.IsSequence();

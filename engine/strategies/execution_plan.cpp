@@ -107,6 +107,9 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
     }
   }
   plan.devices = acc.accelerator->get_parallel_devices(indices);
+  if (acc.name == "cuda") {
+    if (auto note = cuda_visible_devices_note(indices)) plan.notes.push_back(*note);
+  }
 
   StrategyChoice st = select_strategy(
       options.strategy, StrategyContext{acc.name, static_cast<int>(indices.size()), options.num_nodes},

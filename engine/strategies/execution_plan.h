@@ -26,7 +26,7 @@ struct HardwareOptions {
   DevicesSpec devices = "auto";
   std::string strategy = "auto";
   int num_nodes = 1;
-  std::string precision = "32-true";
+  PrecisionSpec precision = "32-true";
   // Lightning's auto_select_gpus: with accelerator=cuda and devices=k (or -1/"auto"), take the
   // first k GPUs that are free now (find_usable_cuda_devices) instead of the first k.
   bool auto_select_gpus = false;

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "engine/accelerators/accelerator_registry.h"
+#include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
@@ -31,13 +32,20 @@ bool has_callback(const std::vector<std::shared_ptr<Callback>>& callbacks) {
 
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   validate_trainer_options(options_);
+  // TANDEM_SIMULATE_*_CUDA_DEVICES describe a pretend machine: fine to plan on, never to train on.
+  refuse_training_when_simulating("start a Trainer");
   plan_ = plan_execution(hardware_options(options_));
-  // Simulated GPUs can be planned but not trained on: the accelerator refuses them here.
-  if (plan_.accelerator != "cpu" && plan_.process_device) {
-    accelerator_registry().create(plan_.accelerator)->setup_device(*plan_.process_device);
-  }
+  accelerator_ = accelerator_registry().create(plan_.accelerator);
+  if (plan_.process_device) accelerator_->setup_device(*plan_.process_device);
   strategy_ = make_training_strategy(plan_, {options_.process_group_backend, options_.collective_timeout});
   logger_connector_ = LoggerConnector(strategy_.get());
+  // Warnings about the hardware choice (GPUs left idle, a precision fallback) are shown
+  // whatever the progress bar does; the other notes come with the fit banner.
+  if (is_global_zero()) {
+    for (const auto& note : plan_.notes) {
+      if (note.rfind("warning:", 0) == 0) std::fprintf(stderr, "Tandem: %s\n", note.c_str());
+    }
+  }
 
   if (options_.fast_dev_run.enabled()) {
     // n batches of every stage, one epoch, no sanity check; nothing written (Lightning).
@@ -75,7 +83,9 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (!options_.fast_dev_run.enabled()) logger_ = std::make_unique<CSVLogger>(options_.default_root_dir);
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (accelerator_) accelerator_->teardown();
+}
 
 ModelCheckpoint* Trainer::checkpoint_callback() const {
   for (const auto& cb : callbacks_) {
@@ -105,7 +115,9 @@ void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const
   if (options_.enable_progress_bar && is_global_zero() && stage == "fit") {
     std::printf("Tandem: accelerator=%s, strategy=%s, devices=%zu, precision=%s\n", plan_.accelerator.c_str(),
                 plan_.strategy.c_str(), plan_.devices.size(), precision_name(plan_.precision).c_str());
-    for (const auto& note : plan_.notes) std::printf("  %s\n", note.c_str());
+    for (const auto& note : plan_.notes) {
+      if (note.rfind("warning:", 0) != 0) std::printf("  %s\n", note.c_str());
+    }
     std::fflush(stdout);
   }
 }

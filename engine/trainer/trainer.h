@@ -170,6 +170,7 @@ class Trainer {
 
   TrainerOptions options_;
   ExecutionPlan plan_;
+  std::unique_ptr<Accelerator> accelerator_;  // set up on plan_.process_device; torn down by ~Trainer
   std::unique_ptr<TrainingStrategy> strategy_;
   int64_t max_epochs_ = 1000;
   std::vector<std::shared_ptr<Callback>> callbacks_;

@@ -115,26 +115,11 @@ void validate_trainer_options(const TrainerOptions& o) {
                invalid("num_nodes", std::to_string(o.num_nodes)) + "expected a positive number of machines");
 }
 
-HardwareOptions hardware_options(const TrainerOptions& o) {
-  HardwareOptions h;
-  h.accelerator = o.accelerator;
-  h.devices = o.devices;
-  h.strategy = o.strategy;
-  h.num_nodes = o.num_nodes;
-  h.precision = o.precision;
-  h.auto_select_gpus = o.auto_select_gpus;
-  return h;
-}
+HardwareOptions hardware_options(const TrainerOptions& o) { return o; }
 
 TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   TrainerOptions o;
-  const HardwareOptions h = hardware_options_from_config(config);
-  o.accelerator = h.accelerator;
-  o.devices = h.devices;
-  o.strategy = h.strategy;
-  o.num_nodes = h.num_nodes;
-  o.precision = h.precision;
-  o.auto_select_gpus = h.auto_select_gpus;
+  static_cast<HardwareOptions&>(o) = hardware_options_from_config(config);
 
   auto value = [&](const std::string& key) { return get_config_value(config, "trainer." + key); };
   auto is_null = [&](const std::string& key) {

@@ -47,14 +47,9 @@ struct FastDevRun {
   bool enabled() const { return batches > 0; }
 };
 
-struct TrainerOptions {
-  // ---- hardware: handed to plan_execution ----
-  std::string accelerator = "auto";
-  DevicesSpec devices = "auto";
-  std::string strategy = "auto";
-  int num_nodes = 1;
-  std::string precision = "32-true";
-  bool auto_select_gpus = false;
+// The hardware options (accelerator, devices, strategy, num_nodes, precision,
+// auto_select_gpus) come from HardwareOptions and are handed to plan_execution as they are.
+struct TrainerOptions : HardwareOptions {
   // ---- distributed (Lightning's DDPStrategy(process_group_backend=..., timeout=...)) ----
   std::string process_group_backend = "auto";  // auto (nccl for CUDA when built, else mpi) | mpi | nccl
   double collective_timeout = 600.0;           // seconds; a collective that takes longer fails the job

@@ -60,7 +60,7 @@ TEST(ConfigArgs, FlagForms) {
   auto opts = tandem::hardware_options_from_config(p.config);
   EXPECT_EQ(opts.devices.kind(), tandem::DevicesSpec::Kind::Int);
   EXPECT_EQ(opts.devices.as_int(), 2);
-  EXPECT_EQ(opts.precision, "bf16");
+  EXPECT_EQ(opts.precision.str(), "bf16");
 }
 
 TEST(ConfigArgs, DevicesStringAndList) {
@@ -70,6 +70,11 @@ TEST(ConfigArgs, DevicesStringAndList) {
   auto l = tandem::hardware_options_from_config(parse({"--trainer.devices=[0,1]"}).config);
   EXPECT_EQ(l.devices.kind(), tandem::DevicesSpec::Kind::List);
   EXPECT_EQ(l.devices.as_list(), (std::vector<int>{0, 1}));
+  // A list item that is not an integer is left to the accelerator, whose error can also say
+  // what the machine has (test_plan_cli.cpp: InvalidDevices).
+  auto text = tandem::hardware_options_from_config(parse({"--trainer.devices=[0, x]"}).config);
+  EXPECT_EQ(text.devices.kind(), tandem::DevicesSpec::Kind::List);
+  EXPECT_EQ(text.devices.non_integer_item(), "x");
   auto neg = tandem::hardware_options_from_config(parse({"--trainer.devices=-1"}).config);
   EXPECT_EQ(neg.devices.as_int(), -1);
 }
@@ -88,7 +93,8 @@ TEST(ConfigArgs, BadValuesSayWhatIsAllowed) {
   expect_error<ConfigError>([] { parse({"--trainer.precision=8"}); }, {"allowed", "bf16-mixed"});
   expect_error<ConfigError>([] { parse({"--trainer.gradient_clip_algorithm=clamp"}); }, {"one of norm, value"});
   expect_error<ConfigError>([] { parse({"--trainer.enable_checkpointing=maybe"}); }, {"true or false"});
-  expect_error<ConfigError>([] { parse({"--trainer.devices=[0, x]"}); }, {"expected an int"});
+  expect_error<ConfigError>([] { parse({"--trainer.devices={a: 1}"}); }, {"expected an int"});
+  expect_error<ConfigError>([] { parse({"--trainer.devices=[[0]]"}); }, {"expected an int"});
   expect_error<ConfigError>([] { parse({"--trainer.max_epochs=-5"}); }, {">= -1"});
   expect_error<ConfigError>([] { parse({"--trainer.limit_train_batches=lots"}); }, {"count or a float fraction"});
 }

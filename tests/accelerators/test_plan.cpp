@@ -2,6 +2,7 @@
 // Open MPI, PMIx, SLURM and torchrun variables (injected, not read from this process).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 
 using tandem::ConfigError;
 using tandem::HardwareOptions;
+using V = std::vector<int>;
 
 namespace {
 tandem::EnvLookup env_of(std::map<std::string, std::string> vars) {
@@ -172,6 +174,23 @@ TEST(Plan, PrecisionFallbackNoteOnCpu) {
   EXPECT_TRUE(warned);
 }
 
+TEST(Plan, PrecisionAsAnInt) {
+  auto env = simulated_gpus(2);
+  auto o = gpu(1);
+  o.precision = 16;
+  EXPECT_EQ(plan(o).precision, tandem::Precision::Float16Mixed);  // kept on CUDA
+}
+
+TEST(Plan, NotesMapCudaVisibleDevices) {
+  auto env = simulated_gpus(4);
+  env.set("CUDA_VISIBLE_DEVICES", "1,3");
+  auto p = plan(gpu("auto"));
+  ASSERT_EQ(p.devices.size(), 2u);
+  EXPECT_NE(std::find(p.notes.begin(), p.notes.end(),
+                      "CUDA_VISIBLE_DEVICES=1,3: cuda:0 is the machine's GPU 1, cuda:1 is the machine's GPU 3"),
+            p.notes.end());
+}
+
 TEST(Plan, AutoSelectGpusTakesFreeOnes) {
   auto env = simulated_gpus(4, "0,2");
   auto o = gpu(2);
@@ -226,6 +245,29 @@ TEST(PlanUnderLauncher, MultiNodeMatches) {
   expect_error<ConfigError>([] {
     plan(gpu(2, "ddp", 2), {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "2"}});
   }, {"node 2", "num_nodes=2"});
+}
+
+TEST(PlanUnderLauncher, SlurmLocalRankPicksTheDevice) {
+  auto env = simulated_gpus(4);
+  const std::map<std::string, std::string> vars{{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
+      {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"}};
+  auto p = plan(gpu(V{2, 0}, "ddp", 2), vars);
+  EXPECT_EQ(p.cluster.name, "slurm");
+  EXPECT_EQ(p.cluster.global_rank, 3);
+  EXPECT_EQ(p.cluster.node_rank, 1);
+  EXPECT_EQ(p.process_device->str(), "cuda:0");  // local rank 1 -> the second listed device
+  // srun --mpi=pmix: PMIx names the rank, SLURM the rest.
+  auto pmix = plan(gpu(V{2, 0}, "ddp", 2), {{"PMIX_RANK", "2"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"},
+                                             {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"}});
+  EXPECT_EQ(pmix.cluster.name, "pmix");
+  EXPECT_EQ(pmix.process_device->str(), "cuda:2");
+}
+
+TEST(PlanUnderLauncher, LocalRankBeyondTheDevices) {
+  auto env = simulated_gpus(4);
+  expect_error<ConfigError>([] {
+    plan(gpu(2, "ddp", 2), {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"GROUP_RANK", "0"}});
+  }, {"local rank 2", "runs only 2 process(es) per node"});
 }
 
 TEST(PlanUnderLauncher, CpuProcessesUnderMpirun) {

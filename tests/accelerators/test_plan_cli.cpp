@@ -1,52 +1,40 @@
 // `tandem plan` as a user runs it: the built binary, its stdout JSON, its stderr and its exit
 // codes (0 success, 2 invalid input with nothing on stdout and one error line on stderr).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#ifndef TANDEM_CLI_PATH
-#error "TANDEM_CLI_PATH must name the built tandem binary"
+#include "kernels/cuda/device_query.h"
+#include "tests/support/run_command.h"
+
+#if !defined(TANDEM_CLI_PATH) || !defined(TANDEM_XPU_PLUGIN_PATH) || !defined(TANDEM_XPU_CLI_PATH)
+#error "TANDEM_CLI_PATH, TANDEM_XPU_PLUGIN_PATH and TANDEM_XPU_CLI_PATH must name the built programs"
 #endif
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
+struct RunResult : CommandResult {
   nlohmann::json json() const { return nlohmann::json::parse(out); }
-  int err_lines() const {
-    int n = 0;
-    for (char c : err) n += c == '\n';
-    return n;
-  }
 };
 
-// Runs `env tandem plan args` with stderr captured to a file.
+// Launcher and simulation variables of the test's own environment would change the answers.
+const std::string kCleanEnv =
+    "env -u TANDEM_SIMULATE_CUDA_DEVICES -u TANDEM_SIMULATE_BUSY_CUDA_DEVICES -u CUDA_VISIBLE_DEVICES "
+    "-u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_SIZE "
+    "-u PMIX_RANK -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_STEP_NUM_TASKS -u SLURM_LOCALID -u SLURM_NODEID "
+    "-u RANK -u WORLD_SIZE -u LOCAL_RANK -u GROUP_RANK OMP_NUM_THREADS=1 ";
+
+// Runs `env <env> <program> <args>` from a clean environment.
+RunResult run_program(const std::string& program, const std::string& args, const std::string& env) {
+  return RunResult{run_command(kCleanEnv + env + " " + program + " " + args)};
+}
+
+// `tandem plan args`, by default on a simulated machine with four GPUs.
 RunResult run_plan(const std::string& args, const std::string& env = "TANDEM_SIMULATE_CUDA_DEVICES=4") {
-  // Per-process file names: ctest -j runs each test case as its own process, concurrently.
-  const std::string err_path = testing::TempDir() + "tandem_plan_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = "env -u TANDEM_SIMULATE_BUSY_CUDA_DEVICES -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK "
-                          "-u PMIX_RANK -u SLURM_PROCID -u SLURM_NTASKS -u RANK -u WORLD_SIZE -u LOCAL_RANK " +
-                          env + " " + TANDEM_CLI_PATH + " plan " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
+  return run_program(std::string(TANDEM_CLI_PATH) + " plan", args, env);
 }
 
 void expect_invalid(const RunResult& r, const std::string& fragment) {
@@ -74,7 +62,7 @@ TEST(PlanCli, IssueExample) {
   EXPECT_EQ(j["world_size"], 2);
   EXPECT_EQ(j["precision"], "32-true");
   EXPECT_EQ(j["cluster_environment"], "local");
-  EXPECT_EQ(j["launch"].get<std::string>().rfind("mpirun -np 2 tandem fit", 0), 0u);
+  EXPECT_EQ(j["launch"], std::string("mpirun -np 2 ") + TANDEM_CLI_PATH + " fit --trainer.accelerator=cuda --trainer.devices '1, 3'");
   EXPECT_EQ(r.out.find('\n'), r.out.size() - 1);  // exactly one line: one JSON object
 }
 
@@ -130,17 +118,6 @@ TEST(PlanCli, ConfigFileWithFlagOverride) {
   EXPECT_EQ(r.json()["precision"], "bf16-mixed");
 }
 
-TEST(PlanCli, UnderMpirunVariables) {
-  auto r = run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=2 "
-                    "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.json()["cluster_environment"], "openmpi");
-  EXPECT_EQ(r.json()["process_device"], "cuda:1");
-  EXPECT_TRUE(r.json()["launch"].is_null());
-  expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=3 "
-                          "OMPI_COMM_WORLD_RANK=0"), "started 3 processes");
-}
-
 TEST(PlanCli, PrintConfig) {
   auto r = run_plan("--trainer.devices=2 --print_config");
   ASSERT_EQ(r.exit_code, 0);
@@ -152,19 +129,50 @@ TEST(PlanCli, PrintConfig) {
 TEST(PlanCli, Help) {
   auto r = run_plan("--help");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("--trainer.devices"), std::string::npos);
+  EXPECT_TRUE(r.out_has("--trainer.devices")) << r.out;
+  // The registries' names with their descriptions; a plugin's accelerator joins them.
+  EXPECT_TRUE(r.out_has("  cuda  NVIDIA GPUs through the CUDA runtime")) << r.out;
+  EXPECT_TRUE(r.out_has("  single_device  one process on one device")) << r.out;
+  EXPECT_FALSE(r.out_has("  xpu  ")) << r.out;
+  auto plugin = run_plan(std::string("--plugin=") + TANDEM_XPU_PLUGIN_PATH + " --help");
+  EXPECT_EQ(plugin.exit_code, 0) << plugin.err;
+  EXPECT_TRUE(plugin.out_has("  xpu  XPU Accelerator - optimized for large-scale machine learning")) << plugin.out;
 }
 
-// Every error in the issue, through the binary: exit 2, nothing on stdout, one line on stderr.
+// Every devices error in the issue, through the binary: exit 2, nothing on stdout, one line on
+// stderr that says what was asked, what the machine has and which forms are accepted.
+TEST(PlanCli, InvalidDevices) {
+  struct Case {
+    std::string flag, echoed, problem;
+  };
+  // A YAML-quoted number reaches Tandem as the number: devices="0" and devices=0 are one value.
+  const std::vector<Case> cases{
+      {"0", "devices=0 ", "0 selects no device"},
+      {"'\"0\"'", "devices=0 ", "0 selects no device"},
+      {"[]", "devices=[] ", "an empty list selects no device"},
+      {"[1,1]", "devices=[1, 1] ", "index 1 appears more than once"},
+      {"'2, 2'", "devices=\"2, 2\" ", "index 2 appears more than once"},
+      {"[0,7]", "devices=[0, 7] ", "index 7 does not exist"},
+      {"9", "devices=9 ", "asks for the first 9 devices"},
+      {"-2", "devices=-2 ", "negative values other than -1"},
+      {"'\"-3\"'", "devices=-3 ", "negative values other than -1"},
+      {"[0,-1]", "devices=[0, -1] ", "index -1 is negative"},
+      {"1.5", "devices=\"1.5\" ", "'1.5' is not an integer"},
+      {"two", "devices=\"two\" ", "'two' is not an integer"},
+      {"'1, x'", "devices=\"1, x\" ", "'x' is not an integer"},
+      {"[0,x]", "devices=[0, x] ", "'x' is not an integer index"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.flag);
+    auto r = run_plan("--trainer.accelerator=gpu --trainer.devices=" + c.flag);
+    expect_invalid(r, c.echoed + "for accelerator=cuda: " + c.problem);
+    EXPECT_TRUE(r.err_has("this machine has 4 cuda devices (indices 0..3)")) << r.err;
+    EXPECT_TRUE(r.err_has("accepted forms:")) << r.err;
+  }
+}
+
+// The other errors in the issue, through the binary.
 TEST(PlanCli, InvalidInput) {
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=0"), "selects no device");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices='\"0\"'"), "selects no device");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=[]"), "empty list");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=[1,1]"), "more than once");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=[0,7]"), "index 7 does not exist");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=9"), "this machine has 4 cuda devices");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=-2"), "negative values other than -1");
-  expect_invalid(run_plan("--trainer.accelerator=gpu --trainer.devices=1.5"), "not an integer");
   expect_invalid(run_plan("--trainer.accelerator=cpu --trainer.devices=0"), "must be > 0");
   expect_invalid(run_plan("--trainer.accelerator=cuda", "TANDEM_SIMULATE_CUDA_DEVICES=0"), "accelerators available: cpu");
   expect_invalid(run_plan("--trainer.accelerator=tpu"), "unknown accelerator 'tpu'");
@@ -193,7 +201,103 @@ TEST(PlanCli, BusyGpusAreARuntimeError) {
   EXPECT_EQ(devices_of(ok), (std::vector<std::string>{"cuda:0", "cuda:2"}));
 }
 
-#ifdef TANDEM_XPU_PLUGIN_PATH
+TEST(PlanCli, IndicesAreRelativeToCudaVisibleDevices) {
+  // A simulated machine with 4 GPUs, of which this process sees the machine's 2 and 3.
+  const std::string env = "TANDEM_SIMULATE_CUDA_DEVICES=4 CUDA_VISIBLE_DEVICES=2,3";
+  auto all = run_plan("--trainer.accelerator=cuda --trainer.devices=-1", env);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(devices_of(all), (std::vector<std::string>{"cuda:0", "cuda:1"}));
+  EXPECT_TRUE(all.err_has("CUDA_VISIBLE_DEVICES=2,3: cuda:0 is the machine's GPU 2, cuda:1 is the machine's GPU 3"))
+      << all.err;
+  auto second = run_plan("--trainer.accelerator=cuda --trainer.devices=[1]", env);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(devices_of(second), (std::vector<std::string>{"cuda:1"}));
+  auto beyond = run_plan("--trainer.accelerator=cuda --trainer.devices=[2]", env);
+  expect_invalid(beyond, "index 2 does not exist");
+  EXPECT_TRUE(beyond.err_has("this machine has 2 cuda devices (indices 0..1)")) << beyond.err;
+  EXPECT_TRUE(beyond.err_has("indices are relative to CUDA_VISIBLE_DEVICES=2,3")) << beyond.err;
+  // An empty CUDA_VISIBLE_DEVICES hides every GPU: auto falls back to the CPU.
+  auto hidden = run_plan("", "TANDEM_SIMULATE_CUDA_DEVICES=4 CUDA_VISIBLE_DEVICES=");
+  ASSERT_EQ(hidden.exit_code, 0) << hidden.err;
+  EXPECT_EQ(hidden.json()["accelerator"], "cpu");
+}
+
+// Under each launcher the plan reads its variables: ranks, and the device the local rank picks.
+TEST(PlanCli, UnderLaunchers) {
+  struct Case {
+    std::string flags, env, cluster;
+    int global_rank, node_rank;
+    std::string process_device;
+  };
+  const std::vector<Case> cases{
+      {"--trainer.devices=2", "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 "
+       "OMPI_COMM_WORLD_LOCAL_SIZE=2", "openmpi", 1, 0, "cuda:1"},
+      {"--trainer.devices '1, 3'", "SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_NODEID=0", "slurm", 1, 0, "cuda:3"},
+      {"--trainer.devices=2 --trainer.num_nodes=2", "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 GROUP_RANK=1", "torchrun", 2, 1,
+       "cuda:0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.cluster);
+    auto r = run_plan(c.flags, "TANDEM_SIMULATE_CUDA_DEVICES=4 " + c.env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.json()["cluster_environment"], c.cluster);
+    EXPECT_EQ(r.json()["global_rank"], c.global_rank);
+    EXPECT_EQ(r.json()["node_rank"], c.node_rank);
+    EXPECT_EQ(r.json()["process_device"], c.process_device);
+    EXPECT_TRUE(r.json()["launch"].is_null());  // already launched
+  }
+  // The launcher's process count must be what the flags ask for; the error shows both.
+  expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=4 OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0"),
+                 "openmpi launcher started 3 processes, but devices x num_nodes = 2 x 1 = 2");
+  expect_invalid(run_plan("--trainer.devices=2", "TANDEM_SIMULATE_CUDA_DEVICES=2 RANK=0 WORLD_SIZE=4 LOCAL_RANK=0"),
+                 "torchrun launcher started 4 processes, but devices x num_nodes = 2 x 1 = 2");
+}
+
+// `tandem plan` takes what `tandem fit` takes: model, data and optimizer flags, and a run's
+// saved config.yaml (which holds every section).
+TEST(PlanCli, AcceptsFitFlagsAndConfigs) {
+  auto flags = run_plan("--model=cnn --optimizer=SGD --optimizer.lr=0.1 --data.batch_size=64 --trainer.devices=2 "
+                        "--trainer.accelerator=cpu");
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  EXPECT_EQ(flags.json()["world_size"], 2);
+  expect_invalid(run_plan("--model=cnn --optimizer.lr=-1"), "--optimizer.lr=-1");
+  auto saved = run_plan("--model=cnn --trainer.devices=3 --trainer.accelerator=cpu --print_config");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_TRUE(saved.out_has("model:")) << saved.out;
+  const std::string path = testing::TempDir() + "tandem_plan_saved_" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(path) << saved.out;
+  auto replanned = run_plan("--config " + path);
+  std::remove(path.c_str());
+  ASSERT_EQ(replanned.exit_code, 0) << replanned.err;
+  EXPECT_EQ(devices_of(replanned), (std::vector<std::string>{"cpu", "cpu", "cpu"}));
+}
+
+// Without simulation the machine answers: this one's GPUs, or an error that lists what is
+// available (a build without CUDA says so).
+TEST(PlanCli, CudaOnTheRealMachine) {
+  auto r = run_plan("--trainer.accelerator=cuda --trainer.devices=1", "");
+  if (tandem::cuda::visible_device_count() > 0) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(devices_of(r), (std::vector<std::string>{"cuda:0"}));
+    return;
+  }
+  expect_invalid(r, "accelerator=cuda is not available here: ");
+  EXPECT_TRUE(r.err_has("accelerators available: cpu")) << r.err;
+  EXPECT_TRUE(r.err_has(tandem::cuda::built_with_cuda() ? "the CUDA runtime found no usable device"
+                                                        : "Tandem was built without CUDA")) << r.err;
+}
+
+// Training refuses the simulation variables (planning is all they are for), whatever the
+// accelerator; the refusal comes before any data is read.
+TEST(FitCli, RefusesSimulatedGpus) {
+  for (const std::string env : {"TANDEM_SIMULATE_CUDA_DEVICES=2", "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=0"}) {
+    SCOPED_TRACE(env);
+    auto r = run_program(TANDEM_CLI_PATH, "fit --trainer.accelerator=cpu --trainer.devices=1 --data.root=/nonexistent",
+                         env);
+    expect_invalid(r, "refusing to start a Trainer: " + env + " is set");
+  }
+}
+
 TEST(PlanCli, XpuPluginEndToEnd) {
   auto r = run_plan(std::string("--plugin=") + TANDEM_XPU_PLUGIN_PATH + " --trainer.accelerator=xpu --trainer.devices=2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -205,4 +309,41 @@ TEST(PlanCli, XpuPluginEndToEnd) {
   expect_invalid(run_plan(std::string("--plugin=") + TANDEM_XPU_PLUGIN_PATH + " --trainer.accelerator=xpu --trainer.devices=5"),
                  "4 xpu devices");
 }
-#endif
+
+// The plugin works with every subcommand: fit accepts the accelerator and reaches the Trainer,
+// which says it cannot train on it yet (its training strategies drive CPU and CUDA tensors).
+TEST(FitCli, LoadsPlugins) {
+  auto r = run_program(TANDEM_CLI_PATH, std::string("fit --plugin=") + TANDEM_XPU_PLUGIN_PATH +
+                       " --trainer.accelerator=xpu --trainer.devices=1", "");
+  expect_invalid(r, "accelerator=xpu cannot train yet");
+  expect_invalid(run_program(TANDEM_CLI_PATH, "test --plugin=/nonexistent/libx.so", ""), "cannot load the shared library");
+  expect_invalid(run_program(TANDEM_CLI_PATH, "fit --plugn=x.so", ""), "did you mean --plugin?");
+}
+
+// A user program that registers "xpu" and runs Tandem's command line: --trainer.accelerator=xpu
+// works with no other change, with the same devices rules and errors as the built-ins.
+TEST(XpuUserProgram, PlansThroughTheCli) {
+  auto r = run_program(TANDEM_XPU_CLI_PATH, "plan --trainer.accelerator=XPU --trainer.devices '1, 3'",
+                       "TANDEM_SIMULATE_CUDA_DEVICES=0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["accelerator"], "xpu");
+  EXPECT_EQ(devices_of(r), (std::vector<std::string>{"xpu:1", "xpu:3"}));
+  EXPECT_EQ(r.json()["strategy"], "ddp");
+  // The launch command runs this program (which knows "xpu"), not the stock tandem.
+  EXPECT_EQ(r.json()["launch"], std::string("mpirun -np 2 ") + TANDEM_XPU_CLI_PATH +
+                                    " fit --trainer.accelerator=XPU --trainer.devices '1, 3'");
+  auto one = run_program(TANDEM_XPU_CLI_PATH, "plan --trainer.accelerator=xpu --trainer.devices=1", "TANDEM_SIMULATE_CUDA_DEVICES=0");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.json()["strategy"], "single_device");
+  EXPECT_EQ(one.json()["process_device"], "xpu:0");
+  // GPUs left idle by another accelerator are worth a warning.
+  auto idle = run_program(TANDEM_XPU_CLI_PATH, "plan --trainer.accelerator=xpu --trainer.devices=1", "TANDEM_SIMULATE_CUDA_DEVICES=2");
+  ASSERT_EQ(idle.exit_code, 0) << idle.err;
+  EXPECT_TRUE(idle.err_has("warning: 2 simulated CUDA devices")) << idle.err;
+  EXPECT_TRUE(idle.err_has("accelerator=xpu does not use them")) << idle.err;
+  auto bad = run_program(TANDEM_XPU_CLI_PATH, "plan --trainer.accelerator=xpu --trainer.devices=[4]", "");
+  expect_invalid(bad, "devices=[4] for accelerator=xpu: index 4 does not exist");
+  EXPECT_TRUE(bad.err_has("this machine has 4 xpu devices")) << bad.err;
+  auto fit = run_program(TANDEM_XPU_CLI_PATH, "fit --trainer.accelerator=xpu --trainer.devices=1", "");
+  expect_invalid(fit, "accelerator=xpu cannot train yet");
+}

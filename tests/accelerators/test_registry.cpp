@@ -3,13 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "engine/accelerators/accelerator_registry.h"
+#include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/strategy.h"
 #include "tests/accelerators/expect_error.h"
+#include "kernels/cuda/device_query.h"
 #include "tests/accelerators/scoped_env.h"
-#include "tests/accelerators/xpu_accelerator.h"
+#include "apps/examples/xpu/xpu_accelerator.h"
 
 using tandem::ConfigError;
 
@@ -87,6 +89,38 @@ TEST(AcceleratorSelection, WarnsWhenGpuUnused) {
   ASSERT_EQ(choice.notes.size(), 1u);
   EXPECT_EQ(choice.notes[0].rfind("warning:", 0), 0u);
   EXPECT_NE(choice.notes[0].find("--trainer.accelerator=cuda"), std::string::npos);
+}
+
+TEST(AcceleratorSelection, WarnsWhenACustomAcceleratorLeavesGpusIdle) {
+  auto env = simulated_gpus(2);
+  tandem::AcceleratorRegistry registry;
+  xpu_example::register_xpu(registry);
+  registry.add("cuda", "CUDA", [](const tandem::InitParams&) { return std::make_unique<tandem::CUDAAccelerator>(); });
+  auto choice = tandem::select_accelerator("xpu", registry);
+  ASSERT_EQ(choice.notes.size(), 1u);
+  EXPECT_EQ(choice.notes[0], "warning: 2 simulated CUDA devices (TANDEM_SIMULATE_CUDA_DEVICES) but accelerator=xpu "
+                             "does not use them; pass --trainer.accelerator=cuda to use them");
+  EXPECT_TRUE(tandem::select_accelerator("cuda", registry).notes.empty());  // nothing idle
+}
+
+// Without simulation the machine answers: its GPUs, or an error naming why there are none
+// (no device, or a build without CUDA) and listing the accelerators that are available.
+TEST(AcceleratorSelection, CudaOnTheRealMachine) {
+  ScopedEnv env;
+  env.unset("TANDEM_SIMULATE_CUDA_DEVICES").unset("TANDEM_SIMULATE_BUSY_CUDA_DEVICES");
+  if (tandem::cuda_device_count() > 0) {
+    EXPECT_EQ(tandem::select_accelerator("cuda").name, "cuda");
+    EXPECT_EQ(tandem::select_accelerator("auto").name, "cuda");
+    return;
+  }
+  expect_error<ConfigError>([] { tandem::select_accelerator("gpu"); },
+                            {"accelerator=gpu is not available here: ",
+                             tandem::cuda::built_with_cuda() ? "the CUDA runtime found no usable device"
+                                                             : "Tandem was built without CUDA",
+                             "accelerators available: cpu (or use accelerator=auto)"});
+  auto fallback = tandem::select_accelerator("auto");
+  EXPECT_EQ(fallback.name, "cpu");
+  EXPECT_NE(fallback.notes.at(0).find("no usable CUDA device"), std::string::npos);
 }
 
 TEST(XpuFromUserProgram, PlansEndToEnd) {
@@ -170,6 +204,17 @@ TEST(Precision, AcceptedForms) {
   EXPECT_EQ(tandem::parse_precision("64-true"), Precision::Float64True);
   EXPECT_EQ(tandem::parse_precision("64"), Precision::Float64True);
   EXPECT_EQ(tandem::precision_name(Precision::BFloat16Mixed), "bf16-mixed");
+}
+
+TEST(Precision, IntsAsLightningTakesThem) {
+  using tandem::Precision;
+  EXPECT_EQ(tandem::parse_precision(32), Precision::Float32True);
+  EXPECT_EQ(tandem::parse_precision(16), Precision::Float16Mixed);
+  EXPECT_EQ(tandem::parse_precision(64), Precision::Float64True);
+  expect_error<ConfigError>([] { tandem::parse_precision(8); }, {"precision='8'", "allowed"});
+  tandem::HardwareOptions options;
+  options.precision = 16;  // an int, not the character '\x10'
+  EXPECT_EQ(options.precision.str(), "16");
 }
 
 TEST(Precision, OthersListAllowed) {

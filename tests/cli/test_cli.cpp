@@ -2,14 +2,13 @@
 // its stdout, stderr and exit codes (0 ok, 2 usage/config errors, 1 runtime errors), and the
 // files a run leaves (metrics.csv, config.yaml, checkpoints), on a tiny generated dataset.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/run_command.h"
 #include "tiny_idx_dataset.h"
 
 #ifndef TANDEM_CLI_PATH
@@ -20,12 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-  bool out_has(const std::string& s) const { return out.find(s) != std::string::npos; }
-  bool err_has(const std::string& s) const { return err.find(s) != std::string::npos; }
-};
+using RunResult = CommandResult;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);
@@ -42,23 +36,11 @@ fs::path temp_dir(const std::string& name) {
   return dir;
 }
 
-// Runs `tandem args` in `cwd` with stderr captured to a file. One thread, no GPU: the runs
-// are tiny, and the test must not depend on the machine.
+// Runs `tandem args` in `cwd`. One thread, no GPU: the runs are tiny, and the test must not
+// depend on the machine.
 RunResult run_tandem(const std::string& args, const fs::path& cwd = fs::temp_directory_path()) {
-  const std::string err_path = testing::TempDir() + "tandem_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = "cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= " +
-                          std::string(TANDEM_CLI_PATH) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err_path);
-  std::remove(err_path.c_str());
-  return r;
+  return run_command("cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= " +
+                     std::string(TANDEM_CLI_PATH) + " " + args);
 }
 
 fs::path find_first(const fs::path& root, const std::string& extension) {

@@ -58,8 +58,21 @@ TEST(TrainerOptionsTest, DdpWithOneDeviceIsAWorldOfOne) {
 
 TEST(TrainerOptionsTest, SimulatedGpusArePlannedButNotTrainedOn) {
   ScopedEnv env;
-  env.set("TANDEM_SIMULATE_CUDA_DEVICES", "2");
-  expect_invalid([](auto& o) { o.accelerator = "cuda"; o.devices = 1; }, {"refusing to train", "TANDEM_SIMULATE_CUDA_DEVICES"});
+  env.set("TANDEM_SIMULATE_CUDA_DEVICES", "2").unset("TANDEM_SIMULATE_BUSY_CUDA_DEVICES");
+  expect_invalid([](auto& o) { o.accelerator = "cuda"; o.devices = 1; },
+                 {"refusing to start a Trainer", "TANDEM_SIMULATE_CUDA_DEVICES=2 is set"});
+  // Whatever the accelerator: the variables describe a pretend machine.
+  expect_invalid([](auto& o) { o.accelerator = "cpu"; }, {"refusing to start a Trainer"});
+  env.unset("TANDEM_SIMULATE_CUDA_DEVICES").set("TANDEM_SIMULATE_BUSY_CUDA_DEVICES", "0");
+  expect_invalid([](auto& o) { o.accelerator = "cpu"; }, {"TANDEM_SIMULATE_BUSY_CUDA_DEVICES=0 is set"});
+}
+
+TEST(TrainerOptionsTest, PrecisionTakesInts) {
+  testing::TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.precision = 64;  // Lightning's precision=64
+  Trainer trainer(o);
+  EXPECT_EQ(trainer.plan().precision, Precision::Float64True);
 }
 
 TEST(TrainerOptionsTest, ZeroBatchFractionIsAnError) {

@@ -3,8 +3,9 @@
 // tests can assert loop counts exactly. Data values come from a formula, not from the Philox
 // generator, so building the data never moves the RNG state the tests compare.
 #pragma once
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
@@ -143,14 +144,15 @@ class TinyClassifier : public LightningModule {
   std::map<std::string, int> count;
 };
 
-// A fresh directory under the system temp dir, removed at the end of the test.
+// A fresh directory under the system temp dir, removed at the end of the test. The process id
+// keeps it apart from the same test run at the same time by another checkout's suite.
 class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path = (std::filesystem::temp_directory_path() /
             ("tandem_trainer_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-             std::to_string(::getpid())))
+             std::to_string(getpid())))
                .string();
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);

@@ -1,7 +1,8 @@
 // XPUAccelerator: the seeds' fictional custom accelerator, written the way a user would. Its
 // pretend driver ("xpulib") has `device_count` devices, an init parameter defaulting to 4.
-// Compiled both into the unit tests (a user program registering it directly) and into the
-// xpu_plugin MODULE library (loaded by `tandem plan --plugin=...`).
+// Used three ways: by xpu_cli.cpp (a user program that registers it, then runs Tandem's command
+// line), by xpu_plugin.cpp (a library the stock binary loads with --plugin=...), and by the unit
+// tests in tests/accelerators.
 #pragma once
 #include <memory>
 
