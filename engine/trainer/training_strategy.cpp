@@ -85,8 +85,10 @@ std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& pl
                       " (`tandem fit` relaunches itself this way)");
   }
   if (plan.accelerator != "cpu") {
-    throw ConfigError("accelerator=" + plan.accelerator + " cannot train yet: the Trainer runs on the CPU "
-                      "until the CUDA issue lands; use --trainer.accelerator=cpu");
+    throw ConfigError("accelerator=" + plan.accelerator + " cannot train yet: the Trainer's kernels run on the CPU "
+                      "backend only (" + (plan.accelerator == "cuda" ? std::string("the CUDA kernels are still to land")
+                                                                    : "a registered accelerator needs a kernel backend of its own") +
+                      "); use --trainer.accelerator=cpu");
   }
   if (!(runtime.collective_timeout_s > 0) || !std::isfinite(runtime.collective_timeout_s)) {
     throw ConfigError("collective_timeout=" + std::to_string(runtime.collective_timeout_s) +
