@@ -5,7 +5,6 @@
 //     same test metrics (a test set that divides by every world size: no padding duplicates);
 //   - `tandem predict` at 3 ranks writes the same predictions file as one process.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/support/run_command.h"
 #include "tiny_idx_dataset.h"
 
 #ifndef TANDEM_CLI_PATH
@@ -29,26 +29,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// stdout and stderr together (ranks interleave them), exit code. `launcher` is "" (tandem
+// relaunches itself when it must) or "mpirun -np N".
 struct CliRun {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;
   bool has(const std::string& s) const { return output.find(s) != std::string::npos; }
 };
 
-// `launcher` is "" (tandem relaunches itself when it must) or "mpirun -np N".
 CliRun run(const std::string& launcher, const std::string& args, const fs::path& cwd) {
-  const std::string cmd = "cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
-                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " + launcher + " " +
-                          TANDEM_CLI_PATH + " " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const CommandResult r = run_command("cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
+                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
+                                      launcher + " " + TANDEM_CLI_PATH + " " + args);
+  return {r.exit_code, r.out + r.err};
 }
 
 std::string mpirun(int np) { return std::string(TANDEM_MPIEXEC_PATH) + " -np " + std::to_string(np); }
