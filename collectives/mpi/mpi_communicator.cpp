@@ -154,6 +154,10 @@ WorkHandle MpiCommunicator::start(std::string description, bool collective, int 
                                         std::vector<MPI_Request>{request}, std::move(buffers), std::move(finish));
 }
 
+namespace {
+constexpr int64_t kStagedInPlaceBytes = 32 << 20;  // below it the copy costs more than it saves
+}  // namespace
+
 WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) {
   check_buffer("allreduce", "input", input);
   check_buffer("allreduce", "output", output);
@@ -162,10 +166,18 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   check_reducible("allreduce", input.dtype(), /*half_types_ok=*/false, "mpi");
   std::string d = describe("allreduce", reduce_op_name(op), input.dtype(), input.numel());
   check_usable(d);
-  const bool in_place = same_buffer(input, output);
+  bool in_place = same_buffer(input, output);
   auto b = std::make_shared<Buffers>();
   Tensor in = host_input(input);
   Tensor out = in_place ? in : host_output(output);
+  // In-place reductions of 32 MiB and more go out of place from a copy: Open MPI's nonblocking ring
+  // allocates (and page-faults) a scratch buffer per in-place call, which made in-place 2x
+  // slower than out-of-place at 32 MiB; a copy from Tandem's caching allocator costs less
+  // (bench/run_allreduce.sh, docs/PERFORMANCE.md).
+  if (in_place && input.numel() * int64_t(dtype_size(input.dtype())) >= kStagedInPlaceBytes) {
+    in = in.clone();
+    in_place = false;
+  }
   b->tensors = {input, output, in, out};
   state_->tracker->enter_collective();
   MPI_Request req;

@@ -47,6 +47,10 @@ void ensure_mpi_initialized(int* argc, char*** argv) {
     throw CommError("MPI was already finalized in this process; create Tandem communicators before "
                     "MPI_Finalize (MPI cannot be initialized twice)");
   if (initialized) return;  // the host application owns MPI
+  // Open MPI's nonblocking allreduce (libnbc) picks among 4 algorithms; the ring is the one
+  // that beats blocking MPI_Allreduce at every size from 1 MiB on a node (bench/run_allreduce.sh,
+  // docs/PERFORMANCE.md); the default choice ran at 0.43-0.6x. A user's own setting wins.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
   int provided = 0;
   int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   if (rc != MPI_SUCCESS) throw CommError(mpi_error_text("MPI_Init_thread", rc));
