@@ -5,6 +5,7 @@
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/config/trainer_section.h"
+#include "engine/trainer/callbacks/callback_config.h"
 #include "models/registry.h"
 
 namespace tandem::cli {
@@ -35,6 +36,7 @@ ConfigSchema make_run_schema() {
 void resolve_run_config(YAML::Node& config) {
   models::resolve_model_section(config);
   resolve_optimizer_sections(config);
+  trainer::resolve_callbacks_config(config);
 }
 
 std::string run_help(const std::string& stage, const ConfigSchema& schema) {
@@ -60,7 +62,17 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
       << "\noptimizer: built by configure_optimizers (--optimizer=NAME, default Adam)\n"
       << class_section_help("optimizer", optimizer_classes())
       << "\nlr_scheduler: optional (--lr_scheduler=NAME, default none)\n"
-      << class_section_help("lr_scheduler", lr_scheduler_classes());
+      << class_section_help("lr_scheduler", lr_scheduler_classes())
+      << "\ntrainer.callbacks: a list of {name: CLASS, OPTION: VALUE, ...}, e.g.\n"
+      << "  --trainer.callbacks='[LearningRateMonitor, {name: EarlyStopping, monitor: val_loss, patience: 3}]'\n";
+  for (const auto& c : trainer::callback_classes()) {
+    out << "  " << c.name << "  " << c.help << "\n";
+    for (const auto& o : c.options) {
+      const bool required = (!o.default_value || o.default_value.IsNull()) && !o.nullable;
+      out << "      " << o.name << "  (default: " << (required ? "required" : yaml_to_text(o.default_value)) << ")  "
+          << o.help << "\n";
+    }
+  }
   return out.str();
 }
 

@@ -2,21 +2,13 @@
 
 #include "engine/accelerators/device_parsing.h"
 #include "engine/accelerators/precision.h"
+#include "engine/config/class_section.h"
 #include "engine/config/config_args.h"
 #include "engine/core/error.h"
 
 namespace tandem {
 
 namespace {
-
-OptionSpec option(std::string name, ValueKind kind, YAML::Node default_value, std::string help) {
-  OptionSpec o;
-  o.name = std::move(name);
-  o.kind = kind;
-  o.default_value = std::move(default_value);
-  o.help = std::move(help);
-  return o;
-}
 
 YAML::Node null_node() { return YAML::Node(YAML::NodeType::Null); }
 
@@ -39,64 +31,64 @@ SectionSpec trainer_section() {
   s.help = "how and where to train (Lightning's Trainer arguments)";
   auto add = [&](OptionSpec o) { s.options.push_back(std::move(o)); };
 
-  add(option("accelerator", ValueKind::String, YAML::Node("auto"),
+  add(make_option("accelerator", ValueKind::String, YAML::Node("auto"),
              "auto, cpu, gpu (= cuda), cuda, or a registered accelerator"));
-  add(option("devices", ValueKind::Devices, YAML::Node("auto"),
+  add(make_option("devices", ValueKind::Devices, YAML::Node("auto"),
              "which devices: k (first k), -1 or auto (all), [1, 3] or \"1, 3\" (those GPUs); on "
              "cpu, the number of processes"));
-  add(option("strategy", ValueKind::String, YAML::Node("auto"),
+  add(make_option("strategy", ValueKind::String, YAML::Node("auto"),
              "auto, single_device, ddp, ddp_spawn, dp, or a registered strategy"));
-  OptionSpec nodes = option("num_nodes", ValueKind::Int, YAML::Node(1), "number of machines");
+  OptionSpec nodes = make_option("num_nodes", ValueKind::Int, YAML::Node(1), "number of machines");
   nodes.validate = at_least(1, "num_nodes must be a positive integer (the number of machines)");
   add(nodes);
-  OptionSpec precision = option("precision", ValueKind::String, YAML::Node("32-true"),
+  OptionSpec precision = make_option("precision", ValueKind::String, YAML::Node("32-true"),
                                 "32-true (32), 16-mixed (16), bf16-mixed (bf16), 64-true (64, CPU only)");
   precision.validate = [](const YAML::Node& v, const std::string&) { parse_precision(v.Scalar()); };
   add(precision);
-  add(option("auto_select_gpus", ValueKind::Bool, YAML::Node(false),
+  add(make_option("auto_select_gpus", ValueKind::Bool, YAML::Node(false),
              "with devices=k, use the first k GPUs that are free now"));
 
-  OptionSpec max_epochs = option("max_epochs", ValueKind::Int, null_node(),
+  OptionSpec max_epochs = make_option("max_epochs", ValueKind::Int, null_node(),
                                  "stop after this many epochs (null: 1000 unless max_steps is set; -1: no limit)");
   max_epochs.nullable = true;
   max_epochs.validate = at_least(-1, "max_epochs must be >= -1 (-1 means no limit)");
   add(max_epochs);
-  OptionSpec max_steps = option("max_steps", ValueKind::Int, YAML::Node(-1), "stop after this many optimizer steps (-1: no limit)");
+  OptionSpec max_steps = make_option("max_steps", ValueKind::Int, YAML::Node(-1), "stop after this many optimizer steps (-1: no limit)");
   max_steps.validate = at_least(-1, "max_steps must be >= -1 (-1 means no limit)");
   add(max_steps);
   for (const char* stage : {"train", "val", "test", "predict"}) {
-    add(option(std::string("limit_") + stage + "_batches", ValueKind::Number, YAML::Node("1.0"),
+    add(make_option(std::string("limit_") + stage + "_batches", ValueKind::Number, YAML::Node("1.0"),
                std::string("batches per ") + stage + " epoch: a count (int) or a fraction (float)"));
   }
-  add(option("val_check_interval", ValueKind::Number, YAML::Node("1.0"),
+  add(make_option("val_check_interval", ValueKind::Number, YAML::Node("1.0"),
              "validate every this many training batches (int) or fraction of an epoch (float)"));
-  OptionSpec every_n = option("check_val_every_n_epoch", ValueKind::Int, YAML::Node(1),
+  OptionSpec every_n = make_option("check_val_every_n_epoch", ValueKind::Int, YAML::Node(1),
                               "validate every n epochs (null: only by val_check_interval)");
   every_n.nullable = true;
   every_n.validate = at_least(1, "check_val_every_n_epoch must be >= 1 or null");
   add(every_n);
-  OptionSpec sanity = option("num_sanity_val_steps", ValueKind::Int, YAML::Node(2), "validation batches run before training (-1: all)");
+  OptionSpec sanity = make_option("num_sanity_val_steps", ValueKind::Int, YAML::Node(2), "validation batches run before training (-1: all)");
   sanity.validate = at_least(-1, "num_sanity_val_steps must be >= -1 (-1 means all)");
   add(sanity);
-  OptionSpec accumulate = option("accumulate_grad_batches", ValueKind::Int, YAML::Node(1), "batches per optimizer step");
+  OptionSpec accumulate = make_option("accumulate_grad_batches", ValueKind::Int, YAML::Node(1), "batches per optimizer step");
   accumulate.validate = at_least(1, "accumulate_grad_batches must be a positive integer");
   add(accumulate);
-  OptionSpec clip = option("gradient_clip_val", ValueKind::Float, null_node(), "clip gradients at this value (null: off)");
+  OptionSpec clip = make_option("gradient_clip_val", ValueKind::Float, null_node(), "clip gradients at this value (null: off)");
   clip.nullable = true;
   add(clip);
-  OptionSpec algorithm = option("gradient_clip_algorithm", ValueKind::String, YAML::Node("norm"), "how to clip");
+  OptionSpec algorithm = make_option("gradient_clip_algorithm", ValueKind::String, YAML::Node("norm"), "how to clip");
   algorithm.choices = {"norm", "value"};
   add(algorithm);
-  OptionSpec log_every = option("log_every_n_steps", ValueKind::Int, YAML::Node(50), "log metrics every n steps");
+  OptionSpec log_every = make_option("log_every_n_steps", ValueKind::Int, YAML::Node(50), "log metrics every n steps");
   log_every.validate = at_least(1, "log_every_n_steps must be a positive integer");
   add(log_every);
-  OptionSpec root = option("default_root_dir", ValueKind::String, null_node(), "where logs and checkpoints go (null: the current directory)");
+  OptionSpec root = make_option("default_root_dir", ValueKind::String, null_node(), "where logs and checkpoints go (null: the current directory)");
   root.nullable = true;
   add(root);
-  add(option("enable_checkpointing", ValueKind::Bool, YAML::Node(true), "save checkpoints"));
-  add(option("enable_progress_bar", ValueKind::Bool, YAML::Node(true), "show a progress bar on rank 0"));
-  add(option("enable_model_summary", ValueKind::Bool, YAML::Node(true), "print the parameter table"));
-  OptionSpec fast = option("fast_dev_run", ValueKind::Any, YAML::Node(false),
+  add(make_option("enable_checkpointing", ValueKind::Bool, YAML::Node(true), "save checkpoints"));
+  add(make_option("enable_progress_bar", ValueKind::Bool, YAML::Node(true), "show a progress bar on rank 0"));
+  add(make_option("enable_model_summary", ValueKind::Bool, YAML::Node(true), "print the parameter table"));
+  OptionSpec fast = make_option("fast_dev_run", ValueKind::Any, YAML::Node(false),
                            "run n (true: 1) batches of each stage to check the code, no logging or checkpoints");
   fast.validate = [](const YAML::Node& v, const std::string& key) {
     int n = 0;
@@ -106,8 +98,10 @@ SectionSpec trainer_section() {
                       "or a number of batches >= 0");
   };
   add(fast);
-  add(option("deterministic", ValueKind::Bool, YAML::Node(false), "use only deterministic algorithms"));
-  OptionSpec callbacks = option("callbacks", ValueKind::List, null_node(), "extra callbacks");
+  add(make_option("deterministic", ValueKind::Bool, YAML::Node(false), "use only deterministic algorithms"));
+  OptionSpec callbacks = make_option("callbacks", ValueKind::List, null_node(),
+                               "callbacks by class: [LearningRateMonitor, {name: EarlyStopping, monitor: val_loss, "
+                               "patience: 3}, {name: ModelCheckpoint, monitor: val_acc, mode: max}] (docs/CLI.md)");
   callbacks.nullable = true;
   add(callbacks);
   return s;

@@ -10,6 +10,7 @@
 #include "engine/config/config_schema.h"
 #include "engine/config/trainer_section.h"
 #include "engine/core/error.h"
+#include "engine/trainer/callbacks/callback_config.h"
 
 namespace tandem::trainer {
 
@@ -186,6 +187,7 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   else if (fast == "false" || fast == "False") o.fast_dev_run = false;
   else o.fast_dev_run = as_int("fast_dev_run");
   o.deterministic = as_bool("deterministic");
+  o.callbacks = callbacks_from_config(value("callbacks"));
   validate_trainer_options(o);
   return o;
 }

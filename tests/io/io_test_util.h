@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/tensor/tensor.h"
+#include "tests/accelerators/expect_error.h"
 
 namespace tandem::test {
 
@@ -85,21 +86,7 @@ inline Tensor tensor_from_bits(const std::vector<uint16_t>& bits, DType dtype) {
   return t;
 }
 
-// fn must throw exactly E (or a subclass) and the message must contain every fragment.
-template <typename E>
-std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
-    return msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+// The project-wide error expectation (tests/accelerators/expect_error.h).
+using ::expect_error;
 
 }  // namespace tandem::test
