@@ -110,10 +110,14 @@ TEST(Cli, PrintConfigRoundTripsThroughConfig) {
 TEST(Cli, DefaultsAreTheMainJob) {
   auto r = run_tandem("fit --print_config");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* key : {"name: mlp", "hidden: [1024, 1024]", "name: Adam", "lr: 0.001", "lr_scheduler: ~",
-                          "accelerator: auto", "max_epochs: 10"}) {
+  for (const char* key : {"name: mlp", "hidden: [1024, 1024]", "name: Adam", "lr: 0.001",
+                          "name: CosineAnnealingLR\n  T_max: ~", "accelerator: auto", "max_epochs: 10"}) {
     EXPECT_TRUE(r.out_has(key)) << "missing '" << key << "' in:\n" << r.out;
   }
+  // The cosine over the run is a default, not a requirement.
+  auto constant = run_tandem("fit --lr_scheduler=null --print_config");
+  ASSERT_EQ(constant.exit_code, 0) << constant.err;
+  EXPECT_TRUE(constant.out_has("lr_scheduler: ~")) << constant.out;
 }
 
 TEST(Cli, UnknownFlagSuggestsTheClosest) {

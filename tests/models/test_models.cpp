@@ -14,6 +14,7 @@
 #include "engine/nn/nn.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
+#include "engine/config/optimizer_section.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
@@ -232,4 +233,27 @@ TEST(Models, CnnWithBatchNormLogsTheIssuesMetricNamesThroughTheTrainer) {
   const auto mean = cnn.state_dict().at("net.1.running_mean").to_vector<float>();
   EXPECT_NE(mean, std::vector<float>(mean.size(), 0.0f));
   EXPECT_GT(cnn.state_dict().at("net.1.num_batches_tracked").to_vector<int64_t>()[0], 0);
+}
+
+TEST(Models, CosineOverTheRunEndsAtEtaMinAfterMaxEpochs) {
+  YAML::Node config(YAML::NodeType::Map);
+  config["optimizer"]["name"] = "Adam";
+  config["lr_scheduler"]["name"] = "CosineAnnealingLR";
+  resolve_optimizer_sections(config);  // T_max stays null: the trainer's max_epochs
+  manual_seed(2);
+  MLP mlp({.hidden = {16}}, {config["optimizer"], config["lr_scheduler"]});
+  const auto root = std::filesystem::temp_directory_path() / "tandem_models_cosine";
+  trainer::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.devices = 1;
+  o.default_root_dir = root.string();
+  o.enable_progress_bar = o.enable_model_summary = o.enable_checkpointing = false;
+  o.max_epochs = 3;
+  o.limit_val_batches = 0;
+  trainer::Trainer trainer(o);
+  QuadrantImages dm;
+  trainer.fit(mlp, dm);
+  EXPECT_EQ(trainer.lr_scheduler()->last_epoch(), 3);
+  EXPECT_NEAR(trainer.optimizer()->param_groups()[0].lr(), 0.0, 1e-15);  // cos(pi) at T_max = 3
+  std::filesystem::remove_all(root);
 }
