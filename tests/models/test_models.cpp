@@ -196,16 +196,22 @@ std::set<std::string> keys_of(const std::map<std::string, double>& m) {
   return out;
 }
 
-// Fit then test through the Trainer: the names each model logs, and that training learns.
-void expect_logged_names(trainer::LightningModule& model) {
-  const auto root = std::filesystem::temp_directory_path() / ("tandem_models_" + model.name());
-  std::filesystem::remove_all(root);
+// A quiet CPU trainer's options, writing under root.
+trainer::TrainerOptions quiet_options(const std::filesystem::path& root, int64_t max_epochs) {
   trainer::TrainerOptions o;
   o.accelerator = "cpu";
   o.devices = 1;
   o.default_root_dir = root.string();
   o.enable_progress_bar = o.enable_model_summary = o.enable_checkpointing = false;
-  o.max_epochs = 6;
+  o.max_epochs = max_epochs;
+  return o;
+}
+
+// Fit then test through the Trainer: the names each model logs, and that training learns.
+void expect_logged_names(trainer::LightningModule& model) {
+  const auto root = std::filesystem::temp_directory_path() / ("tandem_models_" + model.name());
+  std::filesystem::remove_all(root);
+  const trainer::TrainerOptions o = quiet_options(root, 6);
   trainer::Trainer trainer(o);
   QuadrantImages dm;
   trainer.fit(model, dm);
@@ -243,12 +249,7 @@ TEST(Models, CosineOverTheRunEndsAtEtaMinAfterMaxEpochs) {
   manual_seed(2);
   MLP mlp({.hidden = {16}}, {config["optimizer"], config["lr_scheduler"]});
   const auto root = std::filesystem::temp_directory_path() / "tandem_models_cosine";
-  trainer::TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = 1;
-  o.default_root_dir = root.string();
-  o.enable_progress_bar = o.enable_model_summary = o.enable_checkpointing = false;
-  o.max_epochs = 3;
+  trainer::TrainerOptions o = quiet_options(root, 3);
   o.limit_val_batches = 0;
   trainer::Trainer trainer(o);
   QuadrantImages dm;
