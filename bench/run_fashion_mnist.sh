@@ -3,7 +3,9 @@
 # the MLP 784-1024-1024-10 and the CNN, Adam lr 1e-3, batch 256, Tandem vs PyTorch on the same
 # machine, thread count and data, in one run. Prints a markdown table.
 #   bench/run_fashion_mnist.sh [epochs]      (THREADS=2, MODELS="mlp cnn", ROOT=dataset dir)
-# Goals: samples/s ratio >= 1.5 (mlp), >= 1.0 (cnn); test_acc >= 0.89 (mlp), >= 0.915 (cnn) within 15 epochs.
+# Goals: samples/s ratio >= 1.5 (mlp), >= 1.0 (cnn). The test_acc columns compare both on this same
+# constant-rate recipe; the accuracy goals (0.89 mlp, 0.915 cnn within 15 epochs) are measured with
+# `tandem fit`'s defaults (cosine schedule), see docs/PERFORMANCE.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench

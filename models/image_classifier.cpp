@@ -4,6 +4,7 @@
 #include "engine/config/optimizer_section.h"
 #include "engine/config/yaml_json.h"
 #include "engine/ops/ops.h"
+#include "engine/trainer/trainer.h"
 
 namespace tandem::models {
 
@@ -18,6 +19,14 @@ OptimizationConfig OptimizationConfig::defaults() {
 
 namespace {
 bool has_optimizer(const OptimizationConfig& c) { return c.optimizer && c.optimizer.IsMap(); }
+
+// Shown on the progress bar; the rest as Lightning's defaults for the hook. (Set by name: a
+// designated initializer that leaves members out trips -Wmissing-field-initializers.)
+trainer::LogOptions on_progress_bar() {
+  trainer::LogOptions options;
+  options.prog_bar = true;
+  return options;
+}
 }  // namespace
 
 ImageClassifier::ImageClassifier(OptimizationConfig optimization)
@@ -32,7 +41,7 @@ Tensor ImageClassifier::forward(const Tensor& input) { return net->forward(prepa
 
 Tensor ImageClassifier::training_step(const data::Batch& batch, int64_t) {
   Tensor loss = cross_entropy(forward(batch.input), batch.target);
-  log("train_loss", loss, {.prog_bar = true});
+  log("train_loss", loss, on_progress_bar());
   return loss;
 }
 
@@ -45,8 +54,10 @@ void ImageClassifier::evaluate(const data::Batch& batch, const std::string& stag
   const Tensor logits = forward(batch.input);
   // sync_dist: under DDP each rank sees a shard; the epoch values are means over all ranks'
   // examples, weighted by batch size.
-  log(stage + "_loss", cross_entropy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
-  log(stage + "_acc", accuracy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
+  trainer::LogOptions synced = on_progress_bar();
+  synced.sync_dist = true;
+  log(stage + "_loss", cross_entropy(logits, batch.target), synced);
+  log(stage + "_acc", accuracy(logits, batch.target), synced);
 }
 
 void ImageClassifier::validation_step(const data::Batch& batch, int64_t) { evaluate(batch, "val"); }
@@ -55,7 +66,14 @@ void ImageClassifier::test_step(const data::Batch& batch, int64_t) { evaluate(ba
 trainer::OptimizerConfig ImageClassifier::configure_optimizers() {
   trainer::OptimizerConfig out;
   out.optimizer = make_optimizer(optimization_.optimizer, parameters());
-  const SchedulerChoice scheduler = make_lr_scheduler(optimization_.lr_scheduler, *out.optimizer);
+  // A schedule over "the whole run" (CosineAnnealingLR with T_max null) spans the trainer's
+  // limits, as Lightning modules write T_max=self.trainer.max_epochs.
+  RunLength run;
+  if (trainer()) {
+    run.max_epochs = trainer()->max_epochs();
+    run.max_steps = trainer()->max_steps();
+  }
+  const SchedulerChoice scheduler = make_lr_scheduler(optimization_.lr_scheduler, *out.optimizer, run);
   out.scheduler = scheduler.scheduler;
   out.interval = scheduler.interval;
   out.frequency = scheduler.frequency;

@@ -20,7 +20,8 @@ namespace tandem::models {
 struct OptimizationConfig {
   YAML::Node optimizer;     // a map with name and the class's options
   YAML::Node lr_scheduler;  // null: no scheduler
-  // Adam, lr 1e-3, no scheduler: the default of the CLI and of the benchmarks.
+  // Adam, lr 1e-3, no scheduler: the C++ default and the benchmarks' setup (the CLI adds
+  // a cosine schedule by default, apps/tandem/run_config.cpp).
   static OptimizationConfig defaults();
 };
 

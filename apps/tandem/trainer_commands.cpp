@@ -5,7 +5,6 @@
 // missing data, unreadable checkpoints and failures while training are runtime errors (exit 1).
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 
 #include "apps/tandem/run_config.h"
@@ -31,21 +30,6 @@ std::vector<AppFlag> stage_flags(const std::string& stage) {
 std::string ckpt_path_of(const YAML::Node& config) {
   const YAML::Node v = get_config_value(config, "ckpt_path");
   return v.IsNull() ? "" : v.Scalar();
-}
-
-// The final metrics of a fit, one per line, sorted by name (callback_metrics is a std::map).
-void print_metrics_table(const std::string& title, const std::map<std::string, double>& metrics) {
-  if (metrics.empty()) return;
-  size_t width = title.size();
-  for (const auto& [name, value] : metrics) width = std::max(width, name.size());
-  const std::string rule = "+" + std::string(width + 2, '-') + "+" + std::string(14, '-') + "+\n";
-  std::cout << rule << "| " << std::left << std::setw(int(width)) << title << " | " << std::setw(12) << "value"
-            << " |\n" << rule;
-  for (const auto& [name, value] : metrics) {
-    std::cout << "| " << std::setw(int(width)) << name << " | " << std::setw(12) << std::setprecision(6) << value
-              << " |\n";
-  }
-  std::cout << rule << std::right;
 }
 
 // LightningCLI's SaveConfigCallback: the resolved config next to the run's logs, so
@@ -102,7 +86,6 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const data::FashionMNISTOptions data_options = data_options_from_config(config);
   std::shared_ptr<trainer::LightningModule> model = models::make_model(config);
   data::FashionMNISTDataModule datamodule(data_options);
-  const bool trainer_prints_table = trainer_options.enable_progress_bar;  // the Trainer prints one after fit
   // Several processes asked for and none launched us (ddp with devices > 1 started by hand):
   // become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script.
   trainer::validate_trainer_options(trainer_options);
@@ -120,7 +103,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
     trainer.fit(*model, datamodule, ckpt_path);
     if (trainer.is_global_zero()) {
       save_config(config, trainer.log_dir());
-      if (!trainer_prints_table) print_metrics_table("final metric", trainer.callback_metrics());
+      std::cout << tandem::trainer::metrics_table("Fit metric", trainer.callback_metrics());
       std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
     }
   } else if (stage == "validate") {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/accelerators/named_registry.h"
+#include "engine/config/edit_distance.h"
 #include "engine/core/error.h"
 
 namespace tandem {
@@ -129,8 +130,8 @@ void resolve_class_section(const std::string& section, const std::vector<ClassSp
                           c->name + " --" + key + "=VALUE");
       }
       v.reset(YAML::Clone(o.default_value));
-    } else if (o.validate) {
-      o.validate(v, key);
+    } else {
+      check_option_value(o, key, v);  // the kind too: entries of lists (trainer.callbacks) skip the parser's check
     }
     if (v.IsSequence()) v.SetStyle(YAML::EmitterStyle::Flow);
     resolved[o.name] = v;
@@ -140,8 +141,12 @@ void resolve_class_section(const std::string& section, const std::vector<ClassSp
     bool taken = key == "name";
     for (const auto& o : c->options) taken = taken || o.name == key;
     if (taken || is_null(entry.second)) continue;
+    std::vector<std::string> names;
+    for (const auto& o : c->options) names.push_back(o.name);
+    const std::string guess = closest_match(key, names);
     throw ConfigError("--" + section + "." + key + "=" + yaml_to_text(entry.second) + " does not apply to " +
-                      c->name + "; " + c->name + " takes " + joined_options(*c));
+                      c->name + (guess.empty() ? "" : "; did you mean --" + section + "." + guess + "?") + "; " +
+                      c->name + " takes " + joined_options(*c));
   }
   config[section] = resolved;
 }

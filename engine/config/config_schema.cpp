@@ -162,6 +162,24 @@ std::string ConfigSchema::unknown_key_message(const std::string& key, const std:
   return msg + " (--help lists every option)";
 }
 
+void check_option_value(const OptionSpec& o, const std::string& key, const YAML::Node& value) {
+  const bool is_null = !value || value.IsNull();
+  if (is_null && o.nullable) return;
+  if (is_null || !kind_matches(o, value)) {
+    throw ConfigError("--" + key + "=" + yaml_to_text(value) + " is not valid: expected " +
+                      describe_kind(o) + (o.help.empty() ? "" : " (" + o.help + ")"));
+  }
+  if (!o.choices.empty()) {
+    bool found = false;
+    for (const auto& c : o.choices) found = found || lower_case(c) == lower_case(value.Scalar());
+    if (!found) {
+      throw ConfigError("--" + key + "=" + value.Scalar() + " is not valid: expected " +
+                        describe_kind(o));
+    }
+  }
+  if (o.validate) o.validate(value, key);
+}
+
 void ConfigSchema::check(const std::string& key, const YAML::Node& value) const {
   const OptionSpec* o = find(key);
   if (!o) {
@@ -170,21 +188,7 @@ void ConfigSchema::check(const std::string& key, const YAML::Node& value) const 
     if (s && s->open) return;  // class-specific arguments are checked by the class
     throw ConfigError(unknown_key_message(key, "--"));
   }
-  const bool is_null = !value || value.IsNull();
-  if (is_null && o->nullable) return;
-  if (is_null || !kind_matches(*o, value)) {
-    throw ConfigError("--" + key + "=" + yaml_to_text(value) + " is not valid: expected " +
-                      describe_kind(*o) + (o->help.empty() ? "" : " (" + o->help + ")"));
-  }
-  if (!o->choices.empty()) {
-    bool found = false;
-    for (const auto& c : o->choices) found = found || lower_case(c) == lower_case(value.Scalar());
-    if (!found) {
-      throw ConfigError("--" + key + "=" + value.Scalar() + " is not valid: expected " +
-                        describe_kind(*o));
-    }
-  }
-  if (o->validate) o->validate(value, key);
+  check_option_value(*o, key, value);
 }
 
 YAML::Node ConfigSchema::defaults() const {

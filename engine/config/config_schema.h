@@ -91,6 +91,11 @@ class ConfigSchema {
 // Short description of a kind, for messages: "an integer", "true or false", ...
 std::string describe_kind(const OptionSpec& option);
 
+// Checks one value against its option: null (when nullable), kind, choices, then validate.
+// `key` is the dotted key the message names ("trainer.max_epochs"). Throws ConfigError saying
+// what was given and what is allowed.
+void check_option_value(const OptionSpec& option, const std::string& key, const YAML::Node& value);
+
 // A scalar as text ("null" for a Null node, flow YAML for sequences and maps).
 std::string yaml_to_text(const YAML::Node& node);
 

@@ -1,5 +1,6 @@
 #include "engine/config/optimizer_section.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "engine/core/error.h"
@@ -47,6 +48,12 @@ OptionSpec betas_option() {
 
 YAML::Node required() { return YAML::Node(YAML::NodeType::Null); }
 
+// An option whose null default has a meaning of its own (not "required").
+OptionSpec nullable(OptionSpec o) {
+  o.nullable = true;
+  return o;
+}
+
 double num(const YAML::Node& section, const char* key) { return section[key].as<double>(); }
 int64_t integer(const YAML::Node& section, const char* key) { return section[key].as<int64_t>(); }
 
@@ -87,7 +94,9 @@ const std::vector<ClassSpec>& lr_scheduler_classes() {
                      {positive_int("step_size", required(), "intervals between decays"),
                       non_negative_float("gamma", "0.1", "decay factor")}}),
         with_common({"CosineAnnealingLR", "cosine from the rate down to eta_min over T_max intervals",
-                     {positive_int("T_max", required(), "intervals of the half cosine"),
+                     {nullable(positive_int("T_max", required(),
+                                            "intervals of the half cosine (null: the whole run, max_epochs or "
+                                            "with interval step max_steps, divided by frequency)")),
                       non_negative_float("eta_min", "0.0", "final rate")}}),
         with_common({"LinearLR", "scale the rate linearly from start_factor to end_factor over total_iters",
                      {positive_float("start_factor", "0.3333333333333333", "first factor"),
@@ -138,7 +147,7 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std:
   throw ConfigError("--optimizer=" + name + " is not valid: expected one of SGD, Adam, AdamW");
 }
 
-SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer) {
+SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer, const RunLength& run) {
   SchedulerChoice choice;
   if (!section || section.IsNull()) return choice;
   const std::string name = section["name"].Scalar();
@@ -147,8 +156,20 @@ SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& o
   if (name == "StepLR") {
     choice.scheduler = std::make_shared<optim::StepLR>(optimizer, integer(section, "step_size"), num(section, "gamma"));
   } else if (name == "CosineAnnealingLR") {
-    choice.scheduler = std::make_shared<optim::CosineAnnealingLR>(optimizer, integer(section, "T_max"),
-                                                                  num(section, "eta_min"));
+    int64_t t_max = 0;
+    if (section["T_max"] && !section["T_max"].IsNull()) {
+      t_max = integer(section, "T_max");
+    } else {
+      const bool by_step = choice.interval == "step";
+      const int64_t length = by_step ? run.max_steps : run.max_epochs;
+      if (length < 1) {
+        throw ConfigError(std::string("--lr_scheduler.T_max is null, which means the whole run, but the run has no ") +
+                          (by_step ? "max_steps (interval step counts optimizer steps)" : "max_epochs limit") +
+                          "; give --lr_scheduler.T_max=N or set --trainer." + (by_step ? "max_steps" : "max_epochs"));
+      }
+      t_max = std::max<int64_t>(1, length / choice.frequency);
+    }
+    choice.scheduler = std::make_shared<optim::CosineAnnealingLR>(optimizer, t_max, num(section, "eta_min"));
   } else if (name == "LinearLR") {
     choice.scheduler = std::make_shared<optim::LinearLR>(optimizer, num(section, "start_factor"),
                                                          num(section, "end_factor"), integer(section, "total_iters"));
@@ -173,7 +194,7 @@ void resolve_optimizer_sections(YAML::Node& config) {
   // A dry run on one parameter: the classes' own checks, reported as configuration errors.
   try {
     auto optimizer = make_optimizer(config["optimizer"], {Tensor::zeros({1})});
-    make_lr_scheduler(config["lr_scheduler"], *optimizer);
+    make_lr_scheduler(config["lr_scheduler"], *optimizer, {.max_epochs = 1, .max_steps = 1});
   } catch (const ValueError& e) {
     throw ConfigError(std::string("invalid optimizer or lr_scheduler setting: ") + e.what());
   }

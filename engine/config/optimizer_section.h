@@ -33,8 +33,14 @@ struct SchedulerChoice {
   std::string interval = "epoch";
   int64_t frequency = 1;
 };
+// How long the run is, for schedules whose length defaults to the whole run (T_max: null).
+// -1: no limit (then such a schedule is a ConfigError asking for its length).
+struct RunLength {
+  int64_t max_epochs = -1;
+  int64_t max_steps = -1;
+};
 // A scheduler from a resolved `lr_scheduler` section (null section: no scheduler).
-SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer);
+SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer, const RunLength& run = {});
 
 // Resolves both sections of a parsed config (class defaults filled in), then builds them once on
 // a throwaway parameter so values the classes reject (a negative lr, beta1 = 1) are reported

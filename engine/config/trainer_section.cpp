@@ -105,7 +105,9 @@ SectionSpec trainer_section() {
   };
   add(fast);
   add(make_option("deterministic", ValueKind::Bool, YAML::Node(false), "use only deterministic algorithms"));
-  OptionSpec callbacks = make_option("callbacks", ValueKind::List, null_node(), "extra callbacks");
+  OptionSpec callbacks = make_option("callbacks", ValueKind::List, null_node(),
+                               "callbacks by class: [LearningRateMonitor, {name: EarlyStopping, monitor: val_loss, "
+                               "patience: 3}, {name: ModelCheckpoint, monitor: val_acc, mode: max}] (docs/CLI.md)");
   callbacks.nullable = true;
   add(callbacks);
   return s;

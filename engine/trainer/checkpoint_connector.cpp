@@ -17,6 +17,7 @@
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
 #include "engine/trainer/trainer.h"
 
@@ -143,6 +144,88 @@ void Trainer::restore_fit_state(const std::string& path) {
       std::printf("\n");
     }
   }
+}
+
+// ---- ckpt_path: a file, "last" or "best" ----
+
+std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::string>* looked) {
+  // This run's checkpoint directories first, then the newest version under lightning_logs.
+  for (const auto& cb : callbacks_) {
+    auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get());
+    if (!mc) continue;
+    if (!mc->last_model_path().empty() && fs::exists(mc->last_model_path())) return mc->last_model_path();
+    if (!mc->options().dirpath.empty()) {
+      looked->push_back(mc->options().dirpath);
+      if (auto found = find_last_checkpoint(mc->options().dirpath)) return found;
+    }
+  }
+  const fs::path logs = fs::path(options_.default_root_dir) / "lightning_logs";
+  const std::vector<int> versions = CSVLogger::existing_versions(options_.default_root_dir);
+  for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
+    if (auto found = find_last_checkpoint((logs / ("version_" + std::to_string(*v)) / "checkpoints").string())) return found;
+  }
+  looked->push_back((logs / "version_*" / "checkpoints").string());
+  return std::nullopt;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// The best_model_path a checkpoint's ModelCheckpoint state recorded: the one with `state_key`
+// when present, else any ModelCheckpoint's; "" when none.
+std::string recorded_best_path(const std::string& checkpoint, const std::string& state_key) {
+  const nlohmann::json state = load_checkpoint(checkpoint).trainer_state;
+  if (!state.is_object() || !state.contains("callbacks") || !state["callbacks"].is_object()) return "";
+  const nlohmann::json& callbacks = state["callbacks"];
+  if (callbacks.contains(state_key)) return callbacks[state_key].value("best_model_path", "");
+  for (const auto& [key, cb] : callbacks.items()) {
+    if (key.rfind("ModelCheckpoint", 0) == 0 && cb.is_object() && !cb.value("best_model_path", "").empty()) {
+      return cb.value("best_model_path", "");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
+  if (ckpt_path.empty()) return "";
+  if (ckpt_path == "best") {
+    ModelCheckpoint* mc = checkpoint_callback();
+    if (!mc) {
+      throw ConfigError("ckpt_path=\"best\" needs a ModelCheckpoint callback, and this Trainer has none "
+                        "(enable_checkpointing=false?); pass the checkpoint's path instead");
+    }
+    std::string best = mc->best_model_path();
+    std::vector<std::string> looked;
+    if (best.empty()) {
+      // No fit in this process (`tandem test --ckpt_path=best`): every checkpoint records its
+      // ModelCheckpoint's best_model_path, so the newest one knows the run's best.
+      if (auto newest = find_newest_checkpoint(&looked)) best = recorded_best_path(*newest, mc->state_key());
+    }
+    if (best.empty()) {
+      throw ConfigError("ckpt_path=\"best\": no best checkpoint is known; this Trainer has not run fit() and no "
+                        "checkpoint records one (looked in " + joined(looked) + "); run fit() first, or pass a path");
+    }
+    if (!fs::exists(best)) throw ConfigError("ckpt_path=\"best\" is " + best + ", which no longer exists");
+    return best;
+  }
+  if (ckpt_path == "last") {
+    std::vector<std::string> looked;
+    if (auto found = find_newest_checkpoint(&looked)) return *found;
+    throw ConfigError("ckpt_path=\"last\": no checkpoint found; looked in " + joined(looked) +
+                      "; train first (ModelCheckpoint writes them), or pass a path");
+  }
+  if (!fs::is_regular_file(ckpt_path)) {
+    throw ConfigError("ckpt_path=" + ckpt_path + " does not exist or is not a file; pass a checkpoint "
+                      "written by ModelCheckpoint, or \"last\" / \"best\"");
+  }
+  return ckpt_path;
 }
 
 }  // namespace tandem::trainer

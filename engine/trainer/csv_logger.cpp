@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,20 +62,27 @@ std::string json_to_yaml(const nlohmann::json& value) {
 CSVLogger::CSVLogger(std::string root_dir, std::string name, std::optional<int> version)
     : root_dir_(std::move(root_dir)), name_(std::move(name)), version_(version) {}
 
+std::vector<int> CSVLogger::existing_versions(const std::string& root_dir, const std::string& name) {
+  std::vector<int> out;
+  const fs::path dir = fs::path(root_dir) / name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  static const std::regex pattern("version_([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string leaf = entry.path().filename().string();
+    if (entry.is_directory() && std::regex_match(leaf, m, pattern)) out.push_back(std::stoi(m[1]));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 int CSVLogger::version() {
   if (version_) return *version_;
   // One more than the highest version_N present: a new directory per run, never reused.
-  int next = 0;
-  const fs::path dir = fs::path(root_dir_) / name_;
+  const std::vector<int> versions = existing_versions(root_dir_, name_);
+  const int next = versions.empty() ? 0 : versions.back() + 1;
   std::error_code ec;
-  if (fs::is_directory(dir, ec)) {
-    static const std::regex pattern("version_([0-9]+)");
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      std::smatch m;
-      const std::string leaf = entry.path().filename().string();
-      if (entry.is_directory() && std::regex_match(leaf, m, pattern)) next = std::max(next, std::stoi(m[1]) + 1);
-    }
-  }
   version_ = next;
   // Claim the directory now, so a second Trainer in this process picks the next number.
   fs::create_directories(fs::path(log_dir()), ec);

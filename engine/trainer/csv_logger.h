@@ -27,6 +27,9 @@ class CSVLogger {
                      std::optional<int> version = std::nullopt);
 
   std::string name() const { return name_; }
+  // The N of every <root_dir>/<name>/version_N directory, ascending (empty when there are none).
+  static std::vector<int> existing_versions(const std::string& root_dir, const std::string& name = "lightning_logs");
+
   int version();              // resolves (and fixes) N on first use
   std::optional<int> version_if_set() const { return version_; }
   std::string log_dir();      // <root_dir>/<name>/version_<N>

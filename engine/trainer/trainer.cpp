@@ -1,8 +1,7 @@
 #include "engine/trainer/trainer.h"
 
+#include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <regex>
 
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cuda_accelerator.h"
@@ -12,9 +11,6 @@
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
-#include "engine/trainer/checkpoint.h"
-
-namespace fs = std::filesystem;
 
 namespace tandem::trainer {
 
@@ -205,145 +201,85 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
   }
   fitting_ = false;
   detach("fit");
-  if (options_.enable_progress_bar && is_global_zero()) print_metrics_table("Fit metrics", callback_metrics());
   if (is_global_zero() && world_size() > 1) std::printf("%s\n", strategy_->summary().c_str());
 }
 
-std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::DataModule& datamodule,
-                                                const std::string& ckpt_path, bool verbose) {
-  attach(model, datamodule, "validate");
-  Metrics metrics;
+template <typename Body>
+auto Trainer::run_stage(LightningModule& model, data::DataModule& datamodule, const std::string& stage,
+                        const std::string& ckpt_path, Body&& body) -> decltype(body()) {
+  attach(model, datamodule, stage);
+  decltype(body()) result;
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
     ckpt_path_ = resolved;
     if (!resolved.empty()) restore_weights(resolved);
+    result = body();
+  } catch (const std::exception& e) {
+    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
+    detach(stage);
+    throw;
+  }
+  detach(stage);
+  return result;
+}
+
+void Trainer::print_stage_metrics(const std::string& title, const Metrics& metrics) const {
+  if (!is_global_zero()) return;
+  std::fputs(metrics_table(title, metrics).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::DataModule& datamodule,
+                                                const std::string& ckpt_path, bool verbose) {
+  const Metrics metrics = run_stage(model, datamodule, "validate", ckpt_path, [&] {
     auto loader = datamodule.val_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "validate: the datamodule returned no val_dataloader(); give it one, or use test()");
     shard_for_ranks(*loader, RunningStage::Validate);
     num_val_batches_ = limited_batches(options_.limit_val_batches, loader->num_batches(), "limit_val_batches");
-    metrics = run_evaluation(RunningStage::Validate, *loader, num_val_batches_);
-  } catch (const std::exception& e) {
-    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
-    detach("validate");
-    throw;
-  }
-  detach("validate");
-  if (verbose && is_global_zero()) print_metrics_table("Validate metric", metrics);
+    return run_evaluation(RunningStage::Validate, *loader, num_val_batches_);
+  });
+  if (verbose) print_stage_metrics("Validate metric", metrics);
   return {metrics};
 }
 
 std::vector<Trainer::Metrics> Trainer::test(LightningModule& model, data::DataModule& datamodule,
                                             const std::string& ckpt_path, bool verbose) {
-  attach(model, datamodule, "test");
-  Metrics metrics;
-  try {
-    const std::string resolved = resolve_ckpt_path(ckpt_path);
-    ckpt_path_ = resolved;
-    if (!resolved.empty()) restore_weights(resolved);
+  const Metrics metrics = run_stage(model, datamodule, "test", ckpt_path, [&] {
     auto loader = datamodule.test_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "test: the datamodule returned no test_dataloader(); give it one");
     shard_for_ranks(*loader, RunningStage::Test);
     num_test_batches_ = limited_batches(options_.limit_test_batches, loader->num_batches(), "limit_test_batches");
-    metrics = run_evaluation(RunningStage::Test, *loader, num_test_batches_);
-  } catch (const std::exception& e) {
-    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
-    detach("test");
-    throw;
-  }
-  detach("test");
-  if (verbose && is_global_zero()) print_metrics_table("Test metric", metrics);
+    return run_evaluation(RunningStage::Test, *loader, num_test_batches_);
+  });
+  if (verbose) print_stage_metrics("Test metric", metrics);
   return {metrics};
 }
 
 std::vector<Tensor> Trainer::predict(LightningModule& model, data::DataModule& datamodule, const std::string& ckpt_path) {
-  attach(model, datamodule, "predict");
-  std::vector<Tensor> out;
-  try {
-    const std::string resolved = resolve_ckpt_path(ckpt_path);
-    ckpt_path_ = resolved;
-    if (!resolved.empty()) restore_weights(resolved);
+  return run_stage(model, datamodule, "predict", ckpt_path, [&] {
     auto loader = datamodule.predict_dataloader();
     TANDEM_CHECK(loader != nullptr, ConfigError, "predict: the datamodule returned no predict_dataloader(); give it one");
     shard_for_ranks(*loader, RunningStage::Predict);
     num_predict_batches_ = limited_batches(options_.limit_predict_batches, loader->num_batches(), "limit_predict_batches");
-    out = run_predict(*loader, num_predict_batches_);
-  } catch (const std::exception& e) {
-    for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
-    detach("predict");
-    throw;
-  }
-  detach("predict");
-  return out;
+    return run_predict(*loader, num_predict_batches_);
+  });
 }
 
-std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
-  if (ckpt_path.empty()) return "";
-  if (ckpt_path == "best") {
-    ModelCheckpoint* mc = checkpoint_callback();
-    if (!mc) {
-      throw ConfigError("ckpt_path=\"best\" needs a ModelCheckpoint callback, and this Trainer has none "
-                        "(enable_checkpointing=false?); pass the checkpoint's path instead");
-    }
-    if (mc->best_model_path().empty()) {
-      throw ConfigError("ckpt_path=\"best\": this Trainer's ModelCheckpoint has saved no checkpoint yet (best_model_path "
-                        "is empty; it is set by fit()); run fit() first, or pass a path (e.g. ckpt_path=\"last\")");
-    }
-    if (!fs::exists(mc->best_model_path())) {
-      throw ConfigError("ckpt_path=\"best\" is " + mc->best_model_path() + ", which no longer exists");
-    }
-    return mc->best_model_path();
-  }
-  if (ckpt_path == "last") {
-    // This run's checkpoint directories first, then the newest version under lightning_logs.
-    std::vector<std::string> looked;
-    for (const auto& cb : callbacks_) {
-      auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get());
-      if (!mc) continue;
-      if (!mc->last_model_path().empty() && fs::exists(mc->last_model_path())) return mc->last_model_path();
-      if (!mc->options().dirpath.empty()) {
-        looked.push_back(mc->options().dirpath);
-        if (auto found = find_last_checkpoint(mc->options().dirpath)) return *found;
-      }
-    }
-    const fs::path logs = fs::path(options_.default_root_dir) / "lightning_logs";
-    std::vector<std::pair<int, fs::path>> versions;
-    std::error_code ec;
-    if (fs::is_directory(logs, ec)) {
-      static const std::regex pattern("version_([0-9]+)");
-      for (const auto& entry : fs::directory_iterator(logs, ec)) {
-        std::smatch m;
-        const std::string leaf = entry.path().filename().string();
-        if (entry.is_directory() && std::regex_match(leaf, m, pattern)) versions.emplace_back(std::stoi(m[1]), entry.path());
-      }
-    }
-    std::sort(versions.rbegin(), versions.rend());
-    for (const auto& [v, dir] : versions) {
-      if (auto found = find_last_checkpoint((dir / "checkpoints").string())) return *found;
-    }
-    looked.push_back((logs / "version_*" / "checkpoints").string());
-    std::string where;
-    for (const auto& l : looked) where += (where.empty() ? "" : ", ") + l;
-    throw ConfigError("ckpt_path=\"last\": no checkpoint found; looked in " + where +
-                      "; train first (ModelCheckpoint writes them), or pass a path");
-  }
-  if (!fs::is_regular_file(ckpt_path)) {
-    throw ConfigError("ckpt_path=" + ckpt_path + " does not exist or is not a file; pass a checkpoint "
-                      "written by ModelCheckpoint, or \"last\" / \"best\"");
-  }
-  return ckpt_path;
-}
-
-void Trainer::print_metrics_table(const std::string& title, const Metrics& metrics) const {
-  if (metrics.empty()) return;
+std::string metrics_table(const std::string& title, const std::map<std::string, double>& metrics) {
+  if (metrics.empty()) return "";
   size_t name_width = title.size();
   for (const auto& [k, v] : metrics) name_width = std::max(name_width, k.size());
   const int value_width = 20;
   const std::string rule(name_width + value_width + 7, '-');
-  std::printf("%s\n| %-*s | %-*s |\n%s\n", rule.c_str(), int(name_width), title.c_str(), value_width,
-              "Value", rule.c_str());
-  for (const auto& [k, v] : metrics) std::printf("| %-*s | %-*.6g |\n", int(name_width), k.c_str(), value_width, v);
-  std::printf("%s\n", rule.c_str());
-  std::fflush(stdout);
+  char line[512];
+  std::string out = rule + "\n";
+  std::snprintf(line, sizeof line, "| %-*s | %-*s |\n", int(name_width), title.c_str(), value_width, "Value");
+  out += line + rule + "\n";
+  for (const auto& [k, v] : metrics) {
+    std::snprintf(line, sizeof line, "| %-*s | %-*.6g |\n", int(name_width), k.c_str(), value_width, v);
+    out += line;
+  }
+  return out + rule + "\n";
 }
 
 }  // namespace tandem::trainer

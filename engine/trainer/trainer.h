@@ -7,10 +7,10 @@
 //   trainer.fit(model, datamodule);            // or fit(model, dm, "last") to resume exactly
 //   auto results = trainer.test(model, datamodule, "best");
 //
-// Where the code lives: trainer.cpp (setup, stages, ckpt_path), fit_loop.cpp (epochs, batches,
+// Where the code lives: trainer.cpp (setup, stages), fit_loop.cpp (epochs, batches,
 // accumulation, clipping, optimizer/scheduler steps, when to validate), evaluation_loop.cpp
-// (validate/test/sanity/predict), checkpoint_connector.cpp (what a checkpoint holds and exact
-// resume), logger_connector.cpp (metric aggregation), callbacks/ (checkpointing, early
+// (validate/test/sanity/predict), checkpoint_connector.cpp (what a checkpoint holds, exact
+// resume, ckpt_path), logger_connector.cpp (metric aggregation), callbacks/ (checkpointing, early
 // stopping, progress bar, summaries).
 #pragma once
 #include <cstdint>
@@ -48,6 +48,10 @@ struct FitProgress {
   int64_t total_batch_idx = 0;        // training batches finished in the whole run
   bool epoch_finished = false;        // the epoch's batches are all done (resume at epoch+1)
 };
+
+// The metrics as a two-column text table under `title` (what validate/test print, and
+// `tandem fit` after training), one row per name in name order.
+std::string metrics_table(const std::string& title, const std::map<std::string, double>& metrics);
 
 class Trainer {
  public:
@@ -142,8 +146,12 @@ class Trainer {
   // Under DDP, gives the loader a DistributedSampler for this rank (no-op for one process).
   void shard_for_ranks(data::DataLoader& loader, RunningStage stage) const;
   void write_hparams();
-  std::string resolve_ckpt_path(const std::string& ckpt_path);
-  void print_metrics_table(const std::string& title, const Metrics& metrics) const;
+  // validate/test/predict: attach, load ckpt_path's weights, run `body`, detach; callbacks see
+  // an exception (on_exception) before it propagates.
+  template <typename Body>
+  auto run_stage(LightningModule& model, data::DataModule& datamodule, const std::string& stage,
+                 const std::string& ckpt_path, Body&& body) -> decltype(body());
+  void print_stage_metrics(const std::string& title, const Metrics& metrics) const;
   template <typename Fn> void for_each_callback(Fn&& fn) {
     for (const auto& cb : callbacks_) fn(*cb);
   }
@@ -163,6 +171,10 @@ class Trainer {
   std::vector<Tensor> run_predict(data::DataLoader& loader, int64_t num_batches);
   int64_t limited_batches(const BatchCount& limit, int64_t available, const char* option) const;
   // checkpoint_connector.cpp
+  std::string resolve_ckpt_path(const std::string& ckpt_path);
+  // The checkpoint "last" means: this run's ModelCheckpoint directories, then the newest
+  // lightning_logs/version_N/checkpoints; appends where it looked.
+  std::optional<std::string> find_newest_checkpoint(std::vector<std::string>* looked);
   nlohmann::json dump_trainer_state();
   void restore_fit_state(const std::string& path);
   void restore_weights(const std::string& path);

@@ -12,6 +12,7 @@
 #include "engine/config/config_schema.h"
 #include "engine/config/trainer_section.h"
 #include "engine/core/error.h"
+#include "engine/trainer/callbacks/callback_config.h"
 
 namespace tandem::trainer {
 
@@ -178,6 +179,7 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   else if (fast == "false" || fast == "False") o.fast_dev_run = false;
   else o.fast_dev_run = as_int("fast_dev_run");
   o.deterministic = as_bool("deterministic");
+  o.callbacks = callbacks_from_config(value("callbacks"));
   o.process_group_backend = scalar("process_group_backend");
   for (char& c : o.process_group_backend) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   {

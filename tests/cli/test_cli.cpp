@@ -92,10 +92,14 @@ TEST(Cli, PrintConfigRoundTripsThroughConfig) {
 TEST(Cli, DefaultsAreTheMainJob) {
   auto r = run_tandem("fit --print_config");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* key : {"name: mlp", "hidden: [1024, 1024]", "name: Adam", "lr: 0.001", "lr_scheduler: ~",
-                          "accelerator: auto", "max_epochs: 10"}) {
+  for (const char* key : {"name: mlp", "hidden: [1024, 1024]", "name: Adam", "lr: 0.001",
+                          "name: CosineAnnealingLR\n  T_max: ~", "accelerator: auto", "max_epochs: 10"}) {
     EXPECT_TRUE(r.out_has(key)) << "missing '" << key << "' in:\n" << r.out;
   }
+  // The cosine over the run is a default, not a requirement.
+  auto constant = run_tandem("fit --lr_scheduler=null --print_config");
+  ASSERT_EQ(constant.exit_code, 0) << constant.err;
+  EXPECT_TRUE(constant.out_has("lr_scheduler: ~")) << constant.out;
 }
 
 TEST(Cli, UnknownFlagSuggestsTheClosest) {
@@ -179,4 +183,95 @@ TEST(Cli, TinyFitThenTestTheCheckpoint) {
   auto wrong = run_tandem("test " + common + " --ckpt_path=" + ckpt.string(), dir);
   EXPECT_EQ(wrong.exit_code, 1) << wrong.out << wrong.err;
   fs::remove_all(dir);
+}
+
+namespace {
+
+// The tiny dataset and the flags every run below shares.
+struct TinyRun {
+  explicit TinyRun(const std::string& name) : dir(temp_dir(name)) {
+    fs::create_directories(dir / "data");
+    write_tiny_fashion_mnist((dir / "data").string(), 60, 20);
+    common = "--data.root=" + (dir / "data").string() + " --data.val_size=12 --data.batch_size=8" +
+             " --trainer.default_root_dir=" + (dir / "runs").string() +
+             " --trainer.accelerator=cpu --trainer.enable_progress_bar=false --model.hidden=[32]";
+  }
+  ~TinyRun() { fs::remove_all(dir); }
+  fs::path version(int n) const { return dir / "runs" / "lightning_logs" / ("version_" + std::to_string(n)); }
+  fs::path dir;
+  std::string common;
+};
+
+}  // namespace
+
+TEST(Cli, NonFiniteLossIsARuntimeErrorSayingWhereAndWhatToDo) {
+  TinyRun run("nan");
+  // A learning rate of 1e38 overflows the weights at the first step, so the next loss is not finite.
+  auto r = run_tandem("fit " + run.common + " --optimizer=SGD --optimizer.lr=1e38 --trainer.max_epochs=1", run.dir);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(r.err_has("tandem fit: error: training_step returned loss=")) << r.err;
+  EXPECT_TRUE(r.err_has("global step 1")) << r.err;
+  EXPECT_TRUE(r.err_has("Lower the learning rate")) << r.err;
+  EXPECT_FALSE(fs::exists(run.version(0) / "checkpoints")) << "no checkpoint of a broken run";
+}
+
+TEST(Cli, CallbacksFromFlagsAndTheirErrors) {
+  TinyRun run("callbacks");
+  const std::string callbacks =
+      "--trainer.callbacks='[LearningRateMonitor, {name: ModelCheckpoint, monitor: val_acc, mode: max, "
+      "save_top_k: -1, filename: \"e{epoch}-{val_acc:.2f}\"}]'";
+  auto printed = run_tandem("fit " + run.common + " " + callbacks + " --print_config", run.dir);
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  for (const char* key : {"- name: LearningRateMonitor", "logging_interval: ~", "- name: ModelCheckpoint",
+                          "monitor: val_acc", "save_last: false", "every_n_epochs: 1"}) {
+    EXPECT_TRUE(printed.out_has(key)) << "missing '" << key << "' in:\n" << printed.out;
+  }
+  auto fit = run_tandem("fit " + run.common + " " + callbacks + " --trainer.max_epochs=2 --trainer.log_every_n_steps=1",
+                        run.dir);
+  ASSERT_EQ(fit.exit_code, 0) << fit.out << fit.err;
+  std::vector<std::string> checkpoints;
+  for (const auto& e : fs::directory_iterator(run.version(0) / "checkpoints")) checkpoints.push_back(e.path().filename());
+  ASSERT_EQ(checkpoints.size(), 2u);  // the configured ModelCheckpoint replaced the default one
+  for (const auto& name : checkpoints) {
+    EXPECT_EQ(name.rfind("e", 0), 0u) << name;
+    EXPECT_NE(name.find("-val_acc="), std::string::npos) << name;  // e.g. eepoch=1-val_acc=0.92
+  }
+  const std::string metrics = read_file(run.version(0) / "metrics.csv");
+  EXPECT_NE(metrics.substr(0, metrics.find('\n')).find("lr-Adam"), std::string::npos) << metrics;
+
+  auto unknown = run_tandem("fit " + run.common + " --trainer.callbacks=[EarlyStop]", run.dir);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(unknown.err_has("--trainer.callbacks[0]=EarlyStop is not valid: expected one of")) << unknown.err;
+  auto required = run_tandem("fit " + run.common + " --trainer.callbacks=[EarlyStopping] --print_config", run.dir);
+  EXPECT_EQ(required.exit_code, 2);
+  EXPECT_TRUE(required.err_has("EarlyStopping needs --trainer.callbacks[0].monitor")) << required.err;
+}
+
+TEST(Cli, FitResumesFromLastAndTestWritesItsMetrics) {
+  TinyRun run("resume");
+  auto first = run_tandem("fit " + run.common + " --trainer.max_epochs=1", run.dir);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_TRUE(first.out_has("Fit metric")) << first.out;
+  auto resumed = run_tandem("fit " + run.common + " --trainer.max_epochs=2 --ckpt_path=last", run.dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  // The resumed run trained epoch 1 only: its metrics rows are all epoch 1.
+  const std::string metrics = read_file(run.version(1) / "metrics.csv");
+  std::istringstream lines(metrics);
+  std::string line;
+  std::getline(lines, line);
+  ASSERT_EQ(line.rfind("step,epoch,", 0), 0u) << line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    ++rows;
+    EXPECT_EQ(line.substr(line.find(',') + 1, 2), "1,") << line;
+  }
+  EXPECT_GT(rows, 0);
+
+  // `tandem test` puts test_loss and test_acc in its own metrics.csv as well as the table.
+  auto test = run_tandem("test " + run.common + " --ckpt_path=last", run.dir);
+  ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
+  EXPECT_TRUE(test.out_has("Test metric")) << test.out;
+  const std::string test_metrics = read_file(run.version(2) / "metrics.csv");
+  const std::string header = test_metrics.substr(0, test_metrics.find('\n'));
+  EXPECT_EQ(header, "step,epoch,test_acc,test_loss") << test_metrics;
 }

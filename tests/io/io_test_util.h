@@ -86,7 +86,7 @@ inline Tensor tensor_from_bits(const std::vector<uint16_t>& bits, DType dtype) {
   return t;
 }
 
-// expect_error<E>(fn, fragments), shared with the other areas' tests.
+// The project-wide error expectation (tests/accelerators/expect_error.h).
 using ::expect_error;
 
 }  // namespace tandem::test

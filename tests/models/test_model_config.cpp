@@ -2,6 +2,8 @@
 // options a class does not take, required options, and the objects they build.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/config/config_args.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/core/error.h"
@@ -93,6 +95,35 @@ TEST(ModelSection, ErrorsSayWhatIsAllowed) {
   expect_error<ConfigError>([] { resolve({"--lr_scheduler=WarmupCosine", "--lr_scheduler.warmup_iters=5",
                                           "--lr_scheduler.total_iters=5"}); },
                             {"must exceed"});
+}
+
+TEST(LrSchedulerSection, CosineWithoutTMaxSpansTheRun) {
+  // T_max: null is the trainer's max_epochs (interval epoch) or max_steps (interval step),
+  // divided by frequency; without that limit it is a ConfigError asking for T_max.
+  const YAML::Node c = resolve({"--lr_scheduler=CosineAnnealingLR"});
+  EXPECT_TRUE(get_config_value(c, "lr_scheduler.T_max").IsNull());
+  auto optimizer = make_optimizer(c["optimizer"], {Tensor::zeros({1})});
+  const SchedulerChoice choice = make_lr_scheduler(c["lr_scheduler"], *optimizer, {.max_epochs = 4, .max_steps = -1});
+  ASSERT_TRUE(choice.scheduler);
+  std::vector<double> rates;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    choice.scheduler->step();
+    rates.push_back(optimizer->param_groups()[0].lr());
+  }
+  // lr * (1 + cos(pi * e / 4)) / 2 after epoch e: 0 at the end of the run.
+  const double pi = std::acos(-1.0);
+  for (int e = 1; e <= 4; ++e) EXPECT_NEAR(rates[size_t(e - 1)], 1e-3 * (1 + std::cos(pi * e / 4)) / 2, 1e-15) << e;
+
+  const YAML::Node by_step = resolve({"--lr_scheduler=CosineAnnealingLR", "--lr_scheduler.interval=step",
+                                      "--lr_scheduler.frequency=2"});
+  auto stepped = make_optimizer(by_step["optimizer"], {Tensor::zeros({1})});
+  const SchedulerChoice per_step = make_lr_scheduler(by_step["lr_scheduler"], *stepped, {.max_epochs = 3, .max_steps = 10});
+  for (int i = 0; i < 5; ++i) per_step.scheduler->step();  // 10 steps / frequency 2 = T_max 5
+  EXPECT_NEAR(stepped->param_groups()[0].lr(), 0.0, 1e-15);
+  expect_error<ConfigError>([&] { make_lr_scheduler(by_step["lr_scheduler"], *stepped, {.max_epochs = 3, .max_steps = -1}); },
+                            {"--lr_scheduler.T_max is null", "max_steps"});
+  expect_error<ConfigError>([&] { make_lr_scheduler(c["lr_scheduler"], *optimizer, {}); },
+                            {"--lr_scheduler.T_max is null", "--trainer.max_epochs"});
 }
 
 TEST(ModelSection, ResolvedConfigIsAFixedPoint) {

@@ -8,11 +8,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <set>
 
 #include "engine/nn/nn.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
+#include "engine/config/optimizer_section.h"
+#include "engine/data/data_loader.h"
+#include "engine/data/data_module.h"
+#include "engine/data/tensor_dataset.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/trainer.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
 
@@ -139,4 +146,115 @@ TEST(Models, TrainingStepsLowerTheLoss) {
   mlp.eval();
   mlp.validation_step(batch, 0);  // logs only; must not throw without a trainer
   mlp.test_step(random_batch(4, true), 0);
+}
+
+namespace {
+
+// 24 training and 16 evaluation images of 28x28 whose class is which quarter of the image is
+// brightest (classes 0..3 of 10), in batches of 8.
+class QuadrantImages : public data::DataModule {
+ public:
+  void setup(const std::string&) override {
+    if (!train) {
+      train = make(24, 0);
+      eval = make(16, 100);
+    }
+  }
+  std::shared_ptr<data::DataLoader> train_dataloader() override { return loader(train, true); }
+  std::shared_ptr<data::DataLoader> val_dataloader() override { return loader(eval, false); }
+  std::shared_ptr<data::DataLoader> test_dataloader() override { return loader(eval, false); }
+
+ private:
+  static std::shared_ptr<data::TensorDataset> make(int64_t n, int64_t offset) {
+    std::vector<float> x(size_t(n * 784), 0.0f);
+    std::vector<int64_t> y;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t label = (i + offset) % 4;
+      y.push_back(label);
+      for (int64_t r = 0; r < 28; ++r) {
+        for (int64_t c = 0; c < 28; ++c) {
+          const int64_t quadrant = (r / 14) * 2 + c / 14;
+          x[size_t(i * 784 + r * 28 + c)] = quadrant == label ? 1.0f : 0.1f * float((r + c + i) % 3);
+        }
+      }
+    }
+    return std::make_shared<data::TensorDataset>(Tensor::from_vector(x, {n, 1, 28, 28}), Tensor::from_vector(y, {n}));
+  }
+  static std::shared_ptr<data::DataLoader> loader(std::shared_ptr<data::TensorDataset> d, bool shuffle) {
+    data::DataLoaderOptions o;
+    o.batch_size = 8;
+    o.shuffle = shuffle;
+    o.prefetch = 0;
+    return std::make_shared<data::DataLoader>(d, o);
+  }
+  std::shared_ptr<data::TensorDataset> train, eval;
+};
+
+std::set<std::string> keys_of(const std::map<std::string, double>& m) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : m) out.insert(k);
+  return out;
+}
+
+// A quiet CPU trainer's options, writing under root.
+trainer::TrainerOptions quiet_options(const std::filesystem::path& root, int64_t max_epochs) {
+  trainer::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.devices = 1;
+  o.default_root_dir = root.string();
+  o.enable_progress_bar = o.enable_model_summary = o.enable_checkpointing = false;
+  o.max_epochs = max_epochs;
+  return o;
+}
+
+// Fit then test through the Trainer: the names each model logs, and that training learns.
+void expect_logged_names(trainer::LightningModule& model) {
+  const auto root = std::filesystem::temp_directory_path() / ("tandem_models_" + model.name());
+  std::filesystem::remove_all(root);
+  const trainer::TrainerOptions o = quiet_options(root, 6);
+  trainer::Trainer trainer(o);
+  QuadrantImages dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(keys_of(trainer.callback_metrics()), (std::set<std::string>{"train_loss", "val_loss", "val_acc"}));
+  const auto results = trainer.test(model, dm, "", false);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(keys_of(results[0]), (std::set<std::string>{"test_loss", "test_acc"}));
+  EXPECT_GE(results[0].at("test_acc"), 0.75) << model.name();  // chance is 0.25
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+
+TEST(Models, MlpLogsTheIssuesMetricNamesThroughTheTrainer) {
+  manual_seed(1);
+  MLP mlp({.hidden = {32}, .dropout = 0.1});
+  expect_logged_names(mlp);
+}
+
+TEST(Models, CnnWithBatchNormLogsTheIssuesMetricNamesThroughTheTrainer) {
+  manual_seed(1);
+  CNN cnn({.batch_norm = true});
+  expect_logged_names(cnn);
+  // Training moved the running statistics that evaluation used.
+  const auto mean = cnn.state_dict().at("net.1.running_mean").to_vector<float>();
+  EXPECT_NE(mean, std::vector<float>(mean.size(), 0.0f));
+  EXPECT_GT(cnn.state_dict().at("net.1.num_batches_tracked").to_vector<int64_t>()[0], 0);
+}
+
+TEST(Models, CosineOverTheRunEndsAtEtaMinAfterMaxEpochs) {
+  YAML::Node config(YAML::NodeType::Map);
+  config["optimizer"]["name"] = "Adam";
+  config["lr_scheduler"]["name"] = "CosineAnnealingLR";
+  resolve_optimizer_sections(config);  // T_max stays null: the trainer's max_epochs
+  manual_seed(2);
+  MLP mlp({.hidden = {16}}, {config["optimizer"], config["lr_scheduler"]});
+  const auto root = std::filesystem::temp_directory_path() / "tandem_models_cosine";
+  trainer::TrainerOptions o = quiet_options(root, 3);
+  o.limit_val_batches = 0;
+  trainer::Trainer trainer(o);
+  QuadrantImages dm;
+  trainer.fit(mlp, dm);
+  EXPECT_EQ(trainer.lr_scheduler()->last_epoch(), 3);
+  EXPECT_NEAR(trainer.optimizer()->param_groups()[0].lr(), 0.0, 1e-15);  // cos(pi) at T_max = 3
+  std::filesystem::remove_all(root);
 }

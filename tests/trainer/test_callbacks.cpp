@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "engine/trainer/callbacks/early_stopping.h"
 #include "engine/trainer/callbacks/learning_rate_monitor.h"
@@ -112,6 +113,45 @@ TEST(ModelCheckpointTest, FilenameTemplates) {
   EXPECT_EQ(ModelCheckpoint().format_checkpoint_name(0, 8, {}), "epoch=0-step=8");
 }
 
+TEST(ModelCheckpointTest, EveryNEpochsSavesOnlyThoseEpochs) {
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.dirpath = dir.path + "/c";
+  mo.filename = "epoch={epoch}-step={step}";
+  mo.save_top_k = -1;
+  mo.every_n_epochs = 2;
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 5;
+  o.limit_train_batches = 3;
+  o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  // Epochs 1 and 3 (the 2nd and 4th), 3 steps each.
+  EXPECT_EQ(files_in(dir.path + "/c"),
+            (std::set<std::string>{"epoch=1-step=6.safetensors", "epoch=3-step=12.safetensors"}));
+}
+
+TEST(ModelCheckpointTest, SaveTopKMinusOneKeepsEveryEpochWithoutMonitor) {
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.dirpath = dir.path + "/c";
+  mo.save_top_k = -1;
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 3;
+  o.limit_train_batches = 1;
+  o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(files_in(dir.path + "/c"), (std::set<std::string>{"epoch=0-step=1.safetensors", "epoch=1-step=2.safetensors",
+                                                              "epoch=2-step=3.safetensors"}));
+}
+
 TEST(ModelCheckpointTest, MissingMonitorIsAClearError) {
   TempDir dir;
   ModelCheckpointOptions mo;
@@ -215,6 +255,34 @@ TEST(LearningRateMonitorTest, LogsTheRatePerEpoch) {
   EXPECT_EQ(rates, (std::vector<double>{0.04, 0.04, 0.02}));  // StepLR(step_size=2, gamma=0.5)
 }
 
+TEST(LearningRateMonitorTest, StepIntervalLogsAtEveryLoggingStep) {
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_steps = 5;
+  o.log_every_n_steps = 1;
+  o.limit_val_batches = 0;
+  o.callbacks = {std::make_shared<LearningRateMonitor>("step")};
+  Trainer trainer(o);
+  TinyClassifier model(0.04);
+  model.scheduler_interval = "step";  // StepLR(step_size=2, gamma=0.5) per optimizer step
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  std::ifstream f(trainer.log_dir() + "/metrics.csv");
+  std::string header;
+  std::getline(f, header);
+  const size_t column = size_t(std::count(header.begin(), header.begin() + long(header.find("lr-Adam")), ','));
+  std::vector<double> rates;
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    if (cells.size() > column && !cells[column].empty()) rates.push_back(std::stod(cells[column]));
+  }
+  // The rate each step trained with: steps 0,1 at 0.04, 2,3 at 0.02, 4 at 0.01.
+  EXPECT_EQ(rates, (std::vector<double>{0.04, 0.04, 0.02, 0.02, 0.01}));
+  expect_error<ConfigError>([] { LearningRateMonitor("batch"); }, {"logging_interval='batch'", "'step', 'epoch'"});
+}
+
 TEST(LearningRateMonitorTest, NamesGroups) {
   auto a = Tensor::zeros({2}).requires_grad_();
   auto b = Tensor::zeros({2}).requires_grad_();
@@ -277,6 +345,44 @@ TEST(ProgressBarTest, PlainOutputPrintsPeriodicLines) {
   EXPECT_NE(lines[1].find("val_loss="), std::string::npos) << lines[1];
   EXPECT_NE(lines[3].find("Epoch 1/2: 100%"), std::string::npos) << lines[3];
   for (const auto& l : lines) EXPECT_EQ(l.find('\r'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::trainer
+
+namespace tandem::trainer {
+namespace {
+
+TEST(ProgressBarTest, TerminalOutputRedrawsInPlace) {
+  TempDir dir;
+  const std::string path = dir.path + "/tty.txt";
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_epochs = 2;
+  o.num_sanity_val_steps = 1;
+  o.callbacks = {std::make_shared<ProgressBar>(out, true)};
+  {
+    Trainer trainer(o);
+    TinyClassifier model;
+    SyntheticDataModule dm;
+    trainer.fit(model, dm);
+  }
+  std::fclose(out);
+  std::ifstream f(path);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Every update starts with '\r' and clears the rest of the line; each epoch ends its line.
+  const auto redraws = std::count(text.begin(), text.end(), '\r');
+  EXPECT_GE(redraws, 2 * 8);  // at least one redraw per training batch
+  EXPECT_NE(text.find("\r\033[K"), std::string::npos);  // the sanity bar leaves no line
+  EXPECT_NE(text.find("Sanity Checking"), std::string::npos);
+  EXPECT_NE(text.find("Validation"), std::string::npos);
+  EXPECT_NE(text.find("Epoch 0/2: 100%"), std::string::npos);
+  EXPECT_NE(text.find("Epoch 1/2: 100%"), std::string::npos);
+  EXPECT_NE(text.find("it/s"), std::string::npos);
+  EXPECT_NE(text.find("v_num=0"), std::string::npos);
+  EXPECT_NE(text.find("loss="), std::string::npos);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);  // one finished line per epoch
 }
 
 }  // namespace

@@ -199,6 +199,40 @@ TEST(TrainerCheckpointing, CkptPathBestLoadsTheBestForTest) {
   }
 }
 
+TEST(TrainerCheckpointing, CkptPathBestInANewProcessUsesWhatTheCheckpointsRecorded) {
+  // `tandem fit` then `tandem test --ckpt_path=best`: the second Trainer never ran fit, so the
+  // best comes from the ModelCheckpoint state saved in the newest checkpoint.
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.monitor = "scripted";
+  mo.filename = "{epoch}";
+  mo.save_top_k = 2;
+  auto options_with = [&](const ModelCheckpointOptions& m) {
+    TrainerOptions o = quiet_options(dir.path);
+    o.enable_checkpointing = true;
+    o.max_epochs = 4;
+    o.callbacks = {std::make_shared<ModelCheckpoint>(m)};
+    return o;
+  };
+  {
+    Trainer trainer(options_with(mo));
+    TinyClassifier model;
+    model.scripted_val_loss = {3, 1, 2, 4};  // best: epoch 1; kept: epochs 1 and 2
+    SyntheticDataModule dm;
+    trainer.fit(model, dm);
+  }
+  const std::string best = dir.path + "/lightning_logs/version_0/checkpoints/epoch=1.safetensors";
+  const Checkpoint expected = load_checkpoint(best);
+  for (const ModelCheckpointOptions& m : {mo, ModelCheckpointOptions{}}) {  // same options, or the default one
+    Trainer tester(options_with(m));
+    TinyClassifier fresh;
+    SyntheticDataModule dm;
+    tester.test(fresh, dm, "best", false);
+    const StateDict sd = fresh.state_dict();
+    for (const auto& [name, t] : expected.model) EXPECT_EQ(t.to_vector<float>(), sd.at(name).to_vector<float>()) << name;
+  }
+}
+
 TEST(TrainerCheckpointing, CkptPathErrorsSayWhereTheyLooked) {
   TempDir dir;
   Trainer trainer(quiet_options(dir.path));
@@ -212,7 +246,8 @@ TEST(TrainerCheckpointing, CkptPathErrorsSayWhereTheyLooked) {
   TrainerOptions o = quiet_options(dir.path);
   o.enable_checkpointing = true;
   Trainer with_checkpoint(o);
-  expect_error<ConfigError>([&] { with_checkpoint.test(model, dm, "best", false); }, {"best_model_path", "fit()"});
+  expect_error<ConfigError>([&] { with_checkpoint.test(model, dm, "best", false); },
+                            {"no best checkpoint is known", "fit()", "lightning_logs"});
 }
 
 TEST(TrainerCheckpointing, ResumingFromAWeightsOnlyFileIsAClearError) {

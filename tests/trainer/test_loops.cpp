@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "engine/trainer/callbacks/model_checkpoint.h"
+#include "engine/trainer/callbacks/model_summary.h"
+#include "engine/trainer/callbacks/progress_bar.h"
 #include "tests/accelerators/expect_error.h"
 #include "trainer_test_util.h"
 
@@ -362,6 +366,70 @@ TEST(TrainerLoops, Precision64TrainsInFloat64) {
   trainer.fit(model, dm);
   for (const auto& p : model.parameters()) EXPECT_EQ(p.dtype(), DType::Float64);
   EXPECT_EQ(trainer.global_step(), 2);
+}
+
+}  // namespace
+}  // namespace tandem::trainer
+
+namespace tandem::trainer {
+namespace {
+
+template <typename T>
+int count_callbacks(const Trainer& t) {
+  int n = 0;
+  for (const auto& cb : t.callbacks()) n += dynamic_cast<T*>(cb.get()) != nullptr;
+  return n;
+}
+
+TEST(TrainerSwitches, EnableFlagsAddOrLeaveOutTheDefaultCallbacks) {
+  testing::TempDir dir;
+  TrainerOptions on = testing::quiet_options(dir.path);
+  on.enable_progress_bar = on.enable_model_summary = on.enable_checkpointing = true;
+  Trainer with(on);
+  EXPECT_EQ(count_callbacks<ProgressBar>(with), 1);
+  EXPECT_EQ(count_callbacks<ModelSummary>(with), 1);
+  EXPECT_EQ(count_callbacks<ModelCheckpoint>(with), 1);
+  // Checkpointing runs last, after the display callbacks (Lightning's order).
+  EXPECT_NE(dynamic_cast<ModelCheckpoint*>(with.callbacks().back().get()), nullptr);
+
+  Trainer without(testing::quiet_options(dir.path));
+  EXPECT_TRUE(without.callbacks().empty());
+  EXPECT_EQ(without.checkpoint_callback(), nullptr);
+}
+
+TEST(TrainerSwitches, CheckpointingOffWritesNoCheckpoint) {
+  testing::TempDir dir;
+  TrainerOptions o = testing::quiet_options(dir.path);
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  testing::TinyClassifier model;
+  testing::SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_TRUE(std::filesystem::exists(trainer.log_dir() + "/metrics.csv"));
+  EXPECT_FALSE(std::filesystem::exists(trainer.log_dir() + "/checkpoints"));
+
+  TrainerOptions conflicting = testing::quiet_options(dir.path);
+  conflicting.callbacks = {std::make_shared<ModelCheckpoint>()};
+  expect_error<ConfigError>([&] { Trainer t(conflicting); }, {"enable_checkpointing=false", "ModelCheckpoint"});
+}
+
+TEST(TrainerSwitches, DeterministicRunsAreBitIdentical) {
+  // Shuffled data, dropout and Adam: two runs from the same seed end with the same bits.
+  testing::TempDir dir;
+  std::vector<std::vector<float>> weights;
+  for (int run = 0; run < 2; ++run) {
+    manual_seed(11);
+    TrainerOptions o = testing::quiet_options(dir.path);
+    o.deterministic = true;
+    o.max_epochs = 2;
+    Trainer trainer(o);
+    testing::TinyClassifier model;
+    testing::SyntheticDataModule dm;
+    trainer.fit(model, dm);
+    weights.push_back(testing::flat_weights(model));
+  }
+  ASSERT_EQ(weights[0].size(), weights[1].size());
+  EXPECT_EQ(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ class EarlyStopping : public Callback {
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
   void on_validation_end(Trainer& trainer, LightningModule& module) override;
 
+  const EarlyStoppingOptions& options() const { return options_; }
   int64_t wait_count() const { return wait_count_; }
   int64_t stopped_epoch() const { return stopped_epoch_; }
   double best_score() const { return best_score_; }

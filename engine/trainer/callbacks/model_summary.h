@@ -24,6 +24,7 @@ class ModelSummary : public Callback {
   explicit ModelSummary(int max_depth = 1) : max_depth_(max_depth) {}
   std::string name() const override { return "ModelSummary"; }
   void on_fit_start(Trainer& trainer, LightningModule& module) override;
+  int max_depth() const { return max_depth_; }
 
   // The table as text (without printing it).
   static std::string summarize(const nn::Module& module, int max_depth = 1);
