@@ -1,8 +1,8 @@
 // Strategy: how training is spread over the selected devices and nodes — how many processes
 // run on each node and what each one drives. The registered strategies are single_device, ddp,
 // ddp_spawn and dp. This file holds what planning needs (process counts and validity); the
-// training behaviour (DDP's Reducer, DP's scatter/gather) lands with the collectives/DDP issue,
-// and implemented() says whether a strategy can train yet.
+// training behaviour is the Trainer's TrainingStrategy (DDP's Reducer is reducer.h here; DP's
+// scatter/gather is still to come), and implemented() says whether a strategy can train yet.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,8 +1,9 @@
 // TrainingStrategy: the seam where the Trainer's loops meet "how many processes and devices".
 // The loops never move a batch, run backward, step an optimizer or reduce a logged value
 // themselves; they ask the strategy. SingleDeviceTrainingStrategy does the plain thing on one
-// device; DDP (issue 6) plugs in here with its Reducer (backward hooks, no_sync while
-// accumulating, waiting for buckets before the step) and its communicator (sync_dist).
+// device; DDPTrainingStrategy (ddp_training_strategy.h) adds its Reducer (backward hooks,
+// no_sync while accumulating, waiting for buckets before the step) and its communicator
+// (sync_dist, all_gather, barriers).
 //
 // (engine/strategies' `Strategy` answers planning questions: processes per node, validity.
 // This class does the work at training time; make_training_strategy picks one from a plan.)
