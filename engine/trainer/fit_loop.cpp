@@ -8,6 +8,7 @@
 // and per epoch: epoch-interval scheduler (after the last batch) -> on_train_epoch_end
 // (module, then the epoch metrics, then callbacks: ModelCheckpoint saves here).
 #include <cmath>
+#include <cstdio>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
@@ -33,6 +34,17 @@ void Trainer::run_fit() {
   auto val_loader = datamodule_->val_dataloader();
   shard_for_ranks(*train_loader, RunningStage::Train);
   if (val_loader) shard_for_ranks(*val_loader, RunningStage::Validate);
+  if (world_size() > 1 && is_global_zero()) {
+    // Lightning's rule: the batch the optimizer sees is batch x devices x num_nodes.
+    const int64_t batch = train_loader->batch_size(), accumulate = options_.accumulate_grad_batches;
+    std::printf("%s: %d processes x batch %lld%s = effective batch %lld; each rank trains on %lld of the %lld examples\n",
+                strategy_->name().c_str(), world_size(), static_cast<long long>(batch),
+                accumulate > 1 ? (" x " + std::to_string(accumulate) + " accumulated").c_str() : "",
+                static_cast<long long>(batch * world_size() * accumulate),
+                static_cast<long long>(train_loader->sampler().size()),
+                static_cast<long long>(train_loader->dataset().size()));
+    std::fflush(stdout);
+  }
   num_training_batches_ = limited_batches(options_.limit_train_batches, train_loader->num_batches(), "limit_train_batches");
   num_val_batches_ = val_loader ? limited_batches(options_.limit_val_batches, val_loader->num_batches(), "limit_val_batches") : 0;
 

@@ -83,6 +83,7 @@ TEST_F(DDPCli, FitRelaunchesThroughMpirunAndOnlyRankZeroWrites) {
   EXPECT_TRUE(fit.has("relaunching as:")) << fit.output;
   EXPECT_TRUE(fit.has("-np 2")) << fit.output;
   EXPECT_TRUE(fit.has("ddp: 2 ranks over mpi")) << fit.output;
+  EXPECT_TRUE(fit.has("2 processes x batch 6 = effective batch 12; each rank trains on 30 of the 60 examples")) << fit.output;
   // Printed once (rank 0), not once per rank.
   const std::string logs_line = "logs and checkpoints:";
   EXPECT_EQ(fit.output.find(logs_line), fit.output.rfind(logs_line)) << fit.output;
