@@ -9,6 +9,7 @@
 
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
+#include "collectives/communicator_factory.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
@@ -92,6 +93,12 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   refuse_training_when_simulating("start a Trainer");  // before a relaunch could multiply the refusal
   const ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
   if (plan.launch && plan.strategy_implemented) {
+    if (!collectives::comm_backend_compiled_in(collectives::CommBackend::Mpi)) {
+      throw ConfigError("strategy=" + plan.strategy + " needs " + std::to_string(plan.world_size) +
+                        " processes, but Tandem was built without MPI, which starts and connects them; install "
+                        "Open MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or train with "
+                        "--trainer.devices=1");
+    }
     std::vector<std::string> argv{"tandem", stage};
     argv.insert(argv.end(), args.begin(), args.end());
     relaunch_with_mpirun(plan, argv);
