@@ -94,6 +94,16 @@ TEST_F(DDPCli, FitRelaunchesThroughMpirunAndOnlyRankZeroWrites) {
   EXPECT_TRUE(fs::exists(dir / "runs/lightning_logs/version_0/checkpoints/epoch=0-step=5.safetensors")) << fit.output;
 }
 
+TEST_F(DDPCli, ARelaunchedChildWithoutLauncherVariablesStopsInsteadOfLooping) {
+  // What a child of the relaunch sees if mpirun is not Open MPI's (no OMPI_* variables): an
+  // error with the command to run, never a second relaunch.
+  const CliRun child = run("env TANDEM_LAUNCHED_BY_TANDEM=1", "fit " + common + " --trainer.devices=2", dir);
+  EXPECT_EQ(child.exit_code, 2) << child.output;
+  EXPECT_TRUE(child.has("no launcher variables")) << child.output;
+  EXPECT_TRUE(child.has("mpirun -np 2")) << child.output;
+  EXPECT_FALSE(child.has("relaunching as")) << child.output;
+}
+
 TEST_F(DDPCli, CheckpointsResumeAndEvaluateAtOtherWorldSizes) {
   const CliRun fit = run(mpirun(2), "fit " + common + " --trainer.devices=2 --trainer.max_epochs=1", dir);
   ASSERT_EQ(fit.exit_code, 0) << fit.output;
