@@ -53,6 +53,15 @@ struct ReducerStats {
   int64_t buckets_launched_in_backward = 0;  // over all steps; the rest launched by finalize
   int64_t bucket_launches = 0;
   double mean_exposed_ms() const { return reductions ? total_exposed_ms / double(reductions) : 0.0; }
+  // Totals of two runs (last_exposed_ms keeps the later one's).
+  ReducerStats& operator+=(const ReducerStats& o) {
+    reductions += o.reductions;
+    total_exposed_ms += o.total_exposed_ms;
+    buckets_launched_in_backward += o.buckets_launched_in_backward;
+    bucket_launches += o.bucket_launches;
+    if (o.reductions) last_exposed_ms = o.last_exposed_ms;
+    return *this;
+  }
 };
 
 class Reducer {

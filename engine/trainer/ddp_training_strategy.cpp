@@ -29,13 +29,7 @@ void DDPTrainingStrategy::setup_module(LightningModule& module) {
   for (const Tensor& p : module.parameters()) {
     if (p.requires_grad()) trainable.push_back(p);
   }
-  if (reducer_) {
-    const ReducerStats& s = reducer_->stats();
-    finished_stats_.reductions += s.reductions;
-    finished_stats_.total_exposed_ms += s.total_exposed_ms;
-    finished_stats_.bucket_launches += s.bucket_launches;
-    finished_stats_.buckets_launched_in_backward += s.buckets_launched_in_backward;
-  }
+  if (reducer_) finished_stats_ += reducer_->stats();
   reducer_.reset();
   reducer_ = std::make_unique<Reducer>(std::move(trainable), comm_, reducer_options_);
 }
@@ -102,12 +96,7 @@ Tensor DDPTrainingStrategy::all_gather(const Tensor& tensor) const {
 
 std::string DDPTrainingStrategy::summary() const {
   ReducerStats s = finished_stats_;
-  if (reducer_) {
-    s.reductions += reducer_->stats().reductions;
-    s.total_exposed_ms += reducer_->stats().total_exposed_ms;
-    s.bucket_launches += reducer_->stats().bucket_launches;
-    s.buckets_launched_in_backward += reducer_->stats().buckets_launched_in_backward;
-  }
+  if (reducer_) s += reducer_->stats();
   char line[256];
   std::snprintf(line, sizeof line,
                 "%s: %d ranks over %s, %zu gradient bucket(s); %lld synchronized steps, exposed communication "
