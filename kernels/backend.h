@@ -170,6 +170,11 @@ class Backend {
 // The backend for a device type. For CUDA in a build without CUDA, throws DeviceError
 // ("Tandem was built without CUDA ...").
 Backend& backend_for(DeviceType type);
+// Whether float32 GEMMs and convolutions on GPUs may use TF32 tensor cores (10-bit mantissa
+// products). Off by default, as in PyTorch 1.12+ for matmul: "32-true" means float32 results;
+// the Trainer's --trainer.allow_tf32 turns it on.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
 inline Backend& backend_for(const Device& d) { return backend_for(d.type); }
 bool cuda_compiled();
 

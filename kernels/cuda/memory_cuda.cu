@@ -1,0 +1,87 @@
+// CUDA backend: device memory, copies, synchronize and fill. Every copy and kernel is queued on
+// the device's compute stream; the host waits only for device-to-host copies (the caller reads
+// the bytes next) and in synchronize().
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/kernel_utils.cuh"
+
+namespace tandem {
+
+namespace {
+
+// out[i] = value over a contiguous buffer of n words (the dtype's bit pattern).
+template <typename Word>
+__global__ void fill_kernel(Word* out, int64_t n, Word value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+template <typename Word>
+void launch_fill(void* out, int64_t n, Word value) {
+  fill_kernel<Word><<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(static_cast<Word*>(out), n, value);
+  TANDEM_CUDA_CHECK_LAUNCH("fill");
+}
+
+}  // namespace
+
+void* CudaBackend::allocate(size_t nbytes, int device_index) {
+  cuda::DeviceGuard guard(device_index);
+  void* p = nullptr;
+  TANDEM_CUDA_CHECK(cudaMalloc(&p, nbytes ? nbytes : 1));
+  static const bool poison = std::getenv("TANDEM_CUDA_POISON") && std::string(std::getenv("TANDEM_CUDA_POISON")) == "1";
+  if (poison && nbytes) TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, nbytes, cuda::compute_stream(device_index)));
+  return p;
+}
+
+void CudaBackend::deallocate(void* p, size_t, int device_index) {
+  cudaSetDevice(device_index);
+  cudaFree(p);  // never throw from a destructor path
+}
+
+void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst_on_host, bool src_on_host,
+                             int device_index) {
+  if (nbytes == 0) return;
+  if (dst_on_host && src_on_host) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  cuda::DeviceGuard guard(device_index);
+  cudaStream_t stream = cuda::compute_stream(device_index);
+  const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost
+                                          : (src_on_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
+  // A pageable source is staged by the driver before cudaMemcpyAsync returns, so host-to-device
+  // needs no wait; the host reads device-to-host results right after this call.
+  if (dst_on_host) TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaBackend::synchronize(int device_index) {
+  cuda::DeviceGuard guard(device_index);
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(device_index)));
+}
+
+void CudaBackend::fill(const TensorView& out, double value) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  switch (out.dtype) {
+    case DType::Float32: launch_fill<float>(out.data, n, float(value)); break;
+    case DType::Float64: launch_fill<double>(out.data, n, value); break;
+    case DType::Int32: launch_fill<int32_t>(out.data, n, int32_t(value)); break;
+    case DType::Int64: launch_fill<int64_t>(out.data, n, int64_t(value)); break;
+    case DType::UInt8: launch_fill<uint8_t>(out.data, n, uint8_t(value)); break;
+    case DType::Bool: launch_fill<uint8_t>(out.data, n, uint8_t(value != 0)); break;
+    case DType::Float16: launch_fill<uint16_t>(out.data, n, float_to_half(float(value))); break;
+    case DType::BFloat16: launch_fill<uint16_t>(out.data, n, float_to_bf16(float(value))); break;
+  }
+}
+
+Backend& cuda_backend() {
+  static CudaBackend backend;
+  return backend;
+}
+
+}  // namespace tandem
