@@ -1,10 +1,10 @@
-// CUDA backend: device memory, copies, synchronize and fill. Every copy and kernel is queued on
-// the device's compute stream; the host waits only for device-to-host copies (the caller reads
-// the bytes next) and in synchronize().
-#include <cstdlib>
+// CUDA backend: device memory (the caching allocator), copies, synchronize and fill. Every copy
+// and kernel is queued on the device's compute stream; host-to-device copies are staged through
+// pinned memory and never wait for the device; the host waits only for device-to-host copies
+// (the caller reads the bytes next) and in synchronize().
 #include <cstring>
-#include <string>
 
+#include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/kernel_utils.cuh"
@@ -28,19 +28,9 @@ void launch_fill(void* out, int64_t n, Word value) {
 
 }  // namespace
 
-void* CudaBackend::allocate(size_t nbytes, int device_index) {
-  cuda::DeviceGuard guard(device_index);
-  void* p = nullptr;
-  TANDEM_CUDA_CHECK(cudaMalloc(&p, nbytes ? nbytes : 1));
-  static const bool poison = std::getenv("TANDEM_CUDA_POISON") && std::string(std::getenv("TANDEM_CUDA_POISON")) == "1";
-  if (poison && nbytes) TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, nbytes, cuda::compute_stream(device_index)));
-  return p;
-}
+void* CudaBackend::allocate(size_t nbytes, int device_index) { return cuda::device_alloc(nbytes, device_index); }
 
-void CudaBackend::deallocate(void* p, size_t, int device_index) {
-  cudaSetDevice(device_index);
-  cudaFree(p);  // never throw from a destructor path
-}
+void CudaBackend::deallocate(void* p, size_t, int device_index) { cuda::device_free(p, device_index); }
 
 void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst_on_host, bool src_on_host,
                              int device_index) {
@@ -51,11 +41,19 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
   }
   cuda::DeviceGuard guard(device_index);
   cudaStream_t stream = cuda::compute_stream(device_index);
-  const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost
-                                          : (src_on_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);
+  if (src_on_host) {
+    // Host to device goes through a pinned staging buffer: the host copy into it is the only
+    // wait, the DMA runs asynchronously behind the kernels already queued, and the buffer
+    // returns to the pinned cache once an event says the copy finished.
+    void* staging = cuda::pinned_alloc(nbytes);
+    std::memcpy(staging, src, nbytes);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, staging, nbytes, cudaMemcpyHostToDevice, stream));
+    cuda::pinned_free(staging, stream);
+    return;
+  }
+  const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
-  // A pageable source is staged by the driver before cudaMemcpyAsync returns, so host-to-device
-  // needs no wait; the host reads device-to-host results right after this call.
+  // The host reads device-to-host results right after this call.
   if (dst_on_host) TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -1,0 +1,316 @@
+// The caching allocator (caching_allocator.h): per-device free lists by size class, stream-
+// ordered reuse on the compute stream, event-guarded reuse for blocks other streams touched, and
+// a pinned host cache for staging copies.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/accelerators/cuda_accelerator.h"
+#include "engine/core/error.h"
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr size_t kMinBlock = 512;
+
+// Rounds a request up to its size class: 512-byte multiples up to 2 KiB, then quarters of the
+// request's power of two (so repeated shapes hit the same class and waste stays under 25%).
+size_t size_class(size_t n) {
+  n = n < kMinBlock ? kMinBlock : (n + kMinBlock - 1) / kMinBlock * kMinBlock;
+  if (n <= 4 * kMinBlock) return n;
+  size_t base = 1;
+  while (base * 2 < n) base *= 2;  // base < n <= 2 * base
+  const size_t quarter = base / 4;
+  return (n + quarter - 1) / quarter * quarter;
+}
+
+bool poison_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TANDEM_CUDA_POISON");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+std::string mib(int64_t bytes) { return std::to_string(bytes / (1 << 20)) + " MiB"; }
+
+// A freed block that waits for events on the streams that used it before it is reused.
+struct PendingBlock {
+  void* ptr;
+  size_t size;
+  std::vector<cudaEvent_t> events;
+};
+
+bool events_done(const PendingBlock& b) {
+  for (cudaEvent_t e : b.events)
+    if (cudaEventQuery(e) == cudaErrorNotReady) return false;
+  return true;
+}
+
+void destroy_events(PendingBlock& b) {
+  for (cudaEvent_t e : b.events) cudaEventDestroy(e);
+  b.events.clear();
+}
+
+struct LiveBlock {
+  size_t size;
+  std::vector<cudaStream_t> other_streams;
+};
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(int device) : device_(device) {}
+
+  void* allocate(size_t nbytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    collect_pending();
+    const size_t size = size_class(nbytes);
+    void* p = nullptr;
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = driver_malloc(size, nbytes);
+    }
+    live_[p] = LiveBlock{size, {}};
+    ++stats_.requests;
+    stats_.allocated_bytes += int64_t(size);
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    if (poison_enabled()) TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, size, compute_stream(device_)));
+    return p;
+  }
+
+  void release(void* p) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: never throw on a destructor path
+    const LiveBlock block = it->second;
+    live_.erase(it);
+    stats_.allocated_bytes -= int64_t(block.size);
+    if (block.other_streams.empty()) {
+      free_[block.size].push_back(p);  // stream-ordered reuse on the compute stream
+      return;
+    }
+    PendingBlock pending{p, block.size, {}};
+    for (cudaStream_t s : block.other_streams) {
+      cudaEvent_t e;
+      if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) continue;
+      if (cudaEventRecord(e, s) != cudaSuccess) {
+        cudaEventDestroy(e);
+        continue;
+      }
+      pending.events.push_back(e);
+    }
+    pending_.push_back(std::move(pending));
+  }
+
+  void record_stream(void* p, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(p);
+    if (it == live_.end() || stream == compute_stream(device_)) return;
+    for (cudaStream_t s : it->second.other_streams)
+      if (s == stream) return;
+    it->second.other_streams.push_back(stream);
+  }
+
+  AllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_peaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    stats_.peak_reserved_bytes = stats_.reserved_bytes;
+  }
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached_locked(/*wait_for_pending=*/false);
+  }
+
+ private:
+  void collect_pending() {
+    for (size_t i = 0; i < pending_.size();) {
+      if (events_done(pending_[i])) {
+        destroy_events(pending_[i]);
+        free_[pending_[i].size].push_back(pending_[i].ptr);
+        pending_[i] = pending_.back();
+        pending_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // Returns free blocks to the driver. cudaFree waits for the device, so queued kernels that
+  // still use a block (stream-ordered reuse) finish first.
+  void release_cached_locked(bool wait_for_pending) {
+    DeviceGuard guard(device_);
+    if (wait_for_pending) {
+      for (PendingBlock& b : pending_) {
+        for (cudaEvent_t e : b.events) cudaEventSynchronize(e);
+        destroy_events(b);
+        free_[b.size].push_back(b.ptr);
+      }
+      pending_.clear();
+    }
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        stats_.reserved_bytes -= int64_t(size);
+      }
+      blocks.clear();
+    }
+  }
+
+  void* driver_malloc(size_t size, size_t requested) {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, size);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      ++stats_.cache_flushes;
+      release_cached_locked(/*wait_for_pending=*/true);
+      err = cudaMalloc(&p, size);
+    }
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      throw DeviceError("CUDA out of memory on cuda:" + std::to_string(device_) + ": tried to allocate " +
+                        std::to_string(requested) + " bytes (" + mib(int64_t(requested)) + "); Tandem holds " +
+                        mib(stats_.allocated_bytes) + " in tensors and " + mib(stats_.reserved_bytes) +
+                        " reserved; the device has " + mib(int64_t(free_bytes)) + " free of " +
+                        mib(int64_t(total_bytes)) + " (" + cudaGetErrorString(err) +
+                        "). Use a smaller batch size, precision=bf16-mixed, or free other processes' memory");
+    }
+    ++stats_.driver_allocations;
+    stats_.reserved_bytes += int64_t(size);
+    if (stats_.reserved_bytes > stats_.peak_reserved_bytes) stats_.peak_reserved_bytes = stats_.reserved_bytes;
+    return p;
+  }
+
+  const int device_;
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, LiveBlock> live_;
+  std::vector<PendingBlock> pending_;
+  AllocatorStats stats_;
+};
+
+void register_stats_provider();
+
+// Never destroyed: tensors released during static destruction still find their cache, and no
+// cudaFree runs after the CUDA runtime has shut down.
+DeviceCache& cache_for(int device) {
+  static std::mutex mutex;
+  static auto* caches = new std::map<int, DeviceCache*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = caches->find(device);
+  if (it == caches->end()) {
+    if (caches->empty()) register_stats_provider();
+    it = caches->emplace(device, new DeviceCache(device)).first;
+  }
+  return *it->second;
+}
+
+// ---- pinned host memory ----
+class PinnedCache {
+ public:
+  void* allocate(size_t nbytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < pending_.size();) {
+      if (events_done(pending_[i])) {
+        destroy_events(pending_[i]);
+        free_[pending_[i].size].push_back(pending_[i].ptr);
+        pending_[i] = pending_.back();
+        pending_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    const size_t size = size_class(nbytes);
+    auto it = free_.find(size);
+    void* p = nullptr;
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      TANDEM_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocDefault));
+    }
+    live_[p] = size;
+    return p;
+  }
+  void release(void* p, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    PendingBlock b{p, it->second, {}};
+    live_.erase(it);
+    cudaEvent_t e;
+    if (stream && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) {
+      if (cudaEventRecord(e, stream) == cudaSuccess) {
+        b.events.push_back(e);
+      } else {
+        cudaEventDestroy(e);
+        cudaStreamSynchronize(stream);  // cannot track the copy: wait for it instead
+      }
+    }
+    if (b.events.empty()) {
+      free_[b.size].push_back(p);
+    } else {
+      pending_.push_back(std::move(b));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, size_t> live_;
+  std::vector<PendingBlock> pending_;
+};
+
+PinnedCache& pinned_cache() {
+  static auto* cache = new PinnedCache();
+  return *cache;
+}
+
+
+
+// get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first
+// device cache is made (at run time, never during static initialization).
+void register_stats_provider() {
+  set_cuda_allocator_stats_provider([](int device) {
+    const AllocatorStats s = allocator_stats(device);
+    return DeviceStats{{"allocated_bytes", double(s.allocated_bytes)},
+                       {"peak_allocated_bytes", double(s.peak_allocated_bytes)},
+                       {"reserved_bytes", double(s.reserved_bytes)},
+                       {"peak_reserved_bytes", double(s.peak_reserved_bytes)},
+                       {"allocation_requests", double(s.requests)},
+                       {"cuda_malloc_calls", double(s.driver_allocations)},
+                       {"cache_flushes", double(s.cache_flushes)}};
+  });
+}
+}  // namespace
+
+void* device_alloc(size_t nbytes, int device) { return cache_for(device).allocate(nbytes); }
+void device_free(void* p, int device) { cache_for(device).release(p); }
+void record_stream(void* p, int device, void* stream) {
+  cache_for(device).record_stream(p, static_cast<cudaStream_t>(stream));
+}
+AllocatorStats allocator_stats(int device) { return cache_for(device).stats(); }
+void reset_peak_stats(int device) { cache_for(device).reset_peaks(); }
+void empty_cache(int device) { cache_for(device).empty(); }
+void* pinned_alloc(size_t nbytes) { return pinned_cache().allocate(nbytes); }
+void pinned_free(void* p, void* stream) { pinned_cache().release(p, static_cast<cudaStream_t>(stream)); }
+
+}  // namespace tandem::cuda
