@@ -45,6 +45,8 @@ SectionSpec trainer_section() {
                                 "32-true (32), 16-mixed (16), bf16-mixed (bf16), 64-true (64, CPU only)");
   precision.validate = [](const YAML::Node& v, const std::string&) { parse_precision(v.Scalar()); };
   add(precision);
+  add(make_option("allow_tf32", ValueKind::Bool, YAML::Node(false),
+             "let float32 matmuls and convolutions on GPUs use TF32 tensor cores (faster, 10-bit mantissa products)"));
   add(make_option("auto_select_gpus", ValueKind::Bool, YAML::Node(false),
              "with devices=k, use the first k GPUs that are free now"));
   OptionSpec backend = make_option("process_group_backend", ValueKind::String, YAML::Node("auto"),

@@ -1,5 +1,6 @@
 // conv2d, max_pool2d and avg_pool2d front ends (NCHW). Shape rules follow PyTorch:
 // out = floor((in + 2*pad - dilation*(kernel-1) - 1) / stride) + 1.
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -31,6 +32,8 @@ int64_t out_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, in
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  if (autocast::should_lower({&x, &weight, &bias}))
+    return conv2d(autocast::lower(x), autocast::lower(weight), autocast::lower(bias), stride, padding, dilation, groups);
   ops::check_float("conv2d", x);
   ops::check_same_device("conv2d", x, weight);
   ops::check_same_dtype("conv2d", x, weight);

@@ -2,6 +2,7 @@
 // masked_fill and cast. Each backward sits under its forward.
 #include <cmath>
 
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -50,6 +51,7 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, const UnaryParams
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (auto p = autocast::promoted(a, b)) return add(p->first, p->second);
   Tensor out = binary_raw(BinaryOp::Add, "add", a, b);
   Shape sa = a.shape(), sb = b.shape();
   autograd::record("Add", out, {a, b}, [sa, sb](const Tensor& g) {
@@ -59,6 +61,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (auto p = autocast::promoted(a, b)) return sub(p->first, p->second);
   Tensor out = binary_raw(BinaryOp::Sub, "sub", a, b);
   Shape sa = a.shape(), sb = b.shape();
   autograd::record("Sub", out, {a, b}, [sa, sb](const Tensor& g) {
@@ -68,6 +71,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (auto p = autocast::promoted(a, b)) return mul(p->first, p->second);
   Tensor out = binary_raw(BinaryOp::Mul, "mul", a, b);
   Tensor as = a.detach(), bs = b.detach();
   bool ga = wants_grad(a), gb = wants_grad(b);
@@ -79,6 +83,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (auto p = autocast::promoted(a, b)) return div(p->first, p->second);
   Tensor out = binary_raw(BinaryOp::Div, "div", a, b);
   Tensor as = a.detach(), bs = b.detach(), os = out.detach();
   bool ga = wants_grad(a), gb = wants_grad(b);

@@ -2,6 +2,7 @@
 // Operands whose last two dims are a transposed contiguous matrix are passed to GEMM with a
 // transpose flag instead of being copied; a 2-D right operand is shared by every batch
 // (stride 0), and [B..., m, k] @ [k, n] folds the batch into m.
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -85,6 +86,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::should_lower({&a, &b})) return matmul(autocast::lower(a), autocast::lower(b));
   ops::check_same_device("matmul", a, b);
   ops::check_same_dtype("matmul", a, b);
   ops::check_float("matmul", a);
@@ -97,6 +99,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast::should_lower({&x, &weight, &bias}))
+    return linear(autocast::lower(x), autocast::lower(weight), autocast::lower(bias));
   ops::check_same_device("linear", x, weight);
   ops::check_same_dtype("linear", x, weight);
   ops::check_float("linear", x);

@@ -1,6 +1,7 @@
 // batch_norm and layer_norm front ends.
 #include <cmath>
 
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -17,6 +18,8 @@ Tensor per_channel_view(const Tensor& v, int ndim) {  // [C] -> [1, C, 1, ...]
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  if (autocast::should_raise(x))
+    return batch_norm(autocast::raise(x), running_mean, running_var, weight, bias, training, momentum, eps);
   ops::check_float("batch_norm", x);
   if (x.dim() < 2) throw ShapeError("batch_norm: input must be [N, C, ...], got " + x.shape_str());
   const int64_t C = x.size(1), N = x.size(0);
@@ -77,6 +80,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast::should_raise(x)) return layer_norm(autocast::raise(x), normalized_shape, weight, bias, eps);
   ops::check_float("layer_norm", x);
   const int nd = int(normalized_shape.size());
   bool ok = nd >= 1 && nd <= x.dim();

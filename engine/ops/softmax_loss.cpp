@@ -1,5 +1,6 @@
 // softmax / log_softmax over any dim, and the losses built on them: nll_loss, cross_entropy
 // (log_softmax + nll with label smoothing), mse_loss.
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -93,10 +94,11 @@ void flatten_class_dim(const char* op, const Tensor& input, const Tensor& target
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int dim) { return softmax_impl(autocast::raise(x), dim, false); }
+Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl(autocast::raise(x), dim, true); }
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  if (autocast::should_raise(logp)) return nll_loss(autocast::raise(logp), target, reduction, ignore_index);
   ops::check_float("nll_loss", logp);
   Tensor in2, t1;
   flatten_class_dim("nll_loss", logp, target, in2, t1);
@@ -105,6 +107,8 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction, i
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (autocast::should_raise(logits))
+    return cross_entropy(autocast::raise(logits), target, reduction, ignore_index, label_smoothing);
   ops::check_float("cross_entropy", logits);
   if (label_smoothing < 0.0 || label_smoothing > 1.0)
     throw ValueError("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
@@ -114,6 +118,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast::should_raise(input) || autocast::should_raise(target))
+    return mse_loss(autocast::raise(input), autocast::raise(target), reduction);
   if (input.shape() != target.shape())
     throw ShapeError("mse_loss: input " + input.shape_str() + " and target " + target.shape_str() +
                      " must have the same shape");

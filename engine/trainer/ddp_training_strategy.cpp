@@ -46,10 +46,10 @@ void DDPTrainingStrategy::backward(const Tensor& loss, bool will_step) {
   loss.backward();
 }
 
-void DDPTrainingStrategy::optimizer_step(optim::Optimizer& optimizer, const std::function<void()>& before_step) {
+void DDPTrainingStrategy::optimizer_step(optim::Optimizer& optimizer, const std::function<bool()>& before_step) {
   if (reducer_) reducer_->finalize();
-  if (before_step) before_step();
-  optimizer.step();
+  // Gradients are identical on every rank after the allreduce, so a skip decision is too.
+  if (!before_step || before_step()) optimizer.step();
 }
 
 double DDPTrainingStrategy::reduce(double value, ReduceFx reduce_fx) const {

@@ -41,7 +41,7 @@ class DDPTrainingStrategy : public TrainingStrategy {
   data::Batch batch_to_device(const data::Batch& batch) const override { return move_batch(batch, device_, dtype_); }
   void before_training_step(LightningModule& module) override;
   void backward(const Tensor& loss, bool will_step) override;
-  void optimizer_step(optim::Optimizer& optimizer, const std::function<void()>& before_step) override;
+  void optimizer_step(optim::Optimizer& optimizer, const std::function<bool()>& before_step) override;
   double reduce(double value, ReduceFx reduce_fx) const override;
   bool reduce_any(bool decision) const override;
   void barrier(const std::string& where) const override;

@@ -6,6 +6,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
+#include "engine/ops/autocast.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {
@@ -67,6 +68,7 @@ Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& l
     std::optional<data::Batch> host_batch = loader.next();
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);
+    autocast::Guard autocast(autocast_dtype_);
     logger_connector_.set_context(results, LogHook::EvaluationStep);
     logger_connector_.set_batch_size(batch.size());
     if (is_test) {
@@ -120,7 +122,10 @@ std::vector<Tensor> Trainer::run_predict(data::DataLoader& loader, int64_t num_b
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);
     for_each_callback([&](Callback& cb) { cb.on_predict_batch_start(*this, m, batch, i); });
-    Tensor out = m.predict_step(batch, i);
+    Tensor out = [&] {
+      autocast::Guard autocast(autocast_dtype_);
+      return autocast::raise(m.predict_step(batch, i));  // predictions leave in float32
+    }();
     if (out.defined()) out = out.detach();
     for_each_callback([&](Callback& cb) { cb.on_predict_batch_end(*this, m, out, batch, i); });
     outputs.push_back(out);

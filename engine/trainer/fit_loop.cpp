@@ -13,6 +13,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
+#include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/trainer/trainer.h"
@@ -148,7 +149,10 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   module_->on_train_batch_start(batch, batch_idx);
 
   strategy_->before_training_step(*module_);
-  const Tensor loss = module_->training_step(batch, batch_idx);
+  const Tensor loss = [&] {
+    autocast::Guard autocast(autocast_dtype_);
+    return module_->training_step(batch, batch_idx);
+  }();
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
   if (loss.defined()) {
@@ -170,7 +174,8 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
     module_->on_before_backward(loss);
     // Accumulated gradients sum over the batches, so each loss is scaled to give their mean.
-    const Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
+    Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
+    if (grad_scaler_) scaled = grad_scaler_->scale_loss(scaled);  // 16-mixed: keep small gradients above fp16's floor
     strategy_->backward(scaled, will_step);
     for_each_callback([&](Callback& cb) { cb.on_after_backward(*this, *module_); });
     module_->on_after_backward();
@@ -194,12 +199,16 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
 
 void Trainer::optimizer_step() {
   optim::Optimizer& optimizer = *optimizer_config_.optimizer;
+  bool skipped = false;
   strategy_->optimizer_step(optimizer, [&] {
+    std::vector<Tensor> params;
+    for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
+    // 16-mixed: hooks and clipping see true gradients; an inf or NaN skips this step (PyTorch's GradScaler).
+    if (grad_scaler_) skipped = !grad_scaler_->unscale(params);
     for_each_callback([&](Callback& cb) { cb.on_before_optimizer_step(*this, *module_, optimizer); });
     module_->on_before_optimizer_step(optimizer);
+    if (skipped) return false;
     if (options_.gradient_clip_val && *options_.gradient_clip_val > 0.0) {
-      std::vector<Tensor> params;
-      for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
       if (options_.gradient_clip_algorithm == "value") {
         optim::clip_grad_value_(params, *options_.gradient_clip_val);
       } else {
@@ -211,7 +220,9 @@ void Trainer::optimizer_step() {
         }
       }
     }
+    return true;
   });
+  if (grad_scaler_) grad_scaler_->update(skipped);
   for_each_callback([&](Callback& cb) { cb.on_before_zero_grad(*this, *module_, optimizer); });
   module_->on_before_zero_grad(optimizer);
   optimizer.zero_grad();

@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
+#include "kernels/backend.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
@@ -35,6 +36,12 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (plan_.process_device) accelerator_->setup_device(*plan_.process_device);
   strategy_ = make_training_strategy(plan_, {options_.process_group_backend, options_.collective_timeout});
   logger_connector_ = LoggerConnector(strategy_.get());
+  set_allow_tf32(options_.allow_tf32);
+  if (plan_.precision == Precision::BFloat16Mixed) autocast_dtype_ = DType::BFloat16;
+  if (plan_.precision == Precision::Float16Mixed) {
+    autocast_dtype_ = DType::Float16;
+    grad_scaler_ = std::make_unique<GradScaler>();
+  }
   // Warnings about the hardware choice (GPUs left idle, a precision fallback) are shown
   // whatever the progress bar does; the other notes come with the fit banner.
   if (is_global_zero()) {

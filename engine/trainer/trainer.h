@@ -27,6 +27,7 @@
 #include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/trainer_options.h"
+#include "engine/trainer/grad_scaler.h"
 #include "engine/trainer/training_strategy.h"
 
 namespace tandem::data { class DataLoader; }
@@ -125,6 +126,10 @@ class Trainer {
   optim::Optimizer* optimizer() const { return optimizer_config_.optimizer.get(); }
   optim::LRScheduler* lr_scheduler() const { return optimizer_config_.scheduler.get(); }
   const OptimizerConfig& optimizer_config() const { return optimizer_config_; }
+  // The loss scaler of precision=16-mixed; null for every other precision.
+  const GradScaler* grad_scaler() const { return grad_scaler_.get(); }
+  // bfloat16 or float16 when steps run under autocast (mixed precision), else nullopt.
+  std::optional<DType> autocast_dtype() const { return autocast_dtype_; }
   LightningModule* lightning_module() const { return module_; }
   data::DataModule* datamodule() const { return datamodule_; }
 
@@ -201,6 +206,9 @@ class Trainer {
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
   int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
   int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
+  // Mixed precision: the autocast dtype of the steps (bf16 or fp16), and for 16-mixed the loss scaler.
+  std::optional<DType> autocast_dtype_;
+  std::unique_ptr<GradScaler> grad_scaler_;
 };
 
 }  // namespace tandem::trainer

@@ -33,21 +33,25 @@ data::Batch SingleDeviceTrainingStrategy::batch_to_device(const data::Batch& bat
 void SingleDeviceTrainingStrategy::backward(const Tensor& loss, bool /*will_step*/) { loss.backward(); }
 
 void SingleDeviceTrainingStrategy::optimizer_step(optim::Optimizer& optimizer,
-                                                  const std::function<void()>& before_step) {
-  if (before_step) before_step();
-  optimizer.step();
+                                                  const std::function<bool()>& before_step) {
+  if (!before_step || before_step()) optimizer.step();
 }
 
 namespace {
 
-DType dtype_of(Precision precision) {
+// The dtype of the weights (and of float inputs) for a precision; mixed precision keeps
+// float32 master weights and lowers matmuls and convolutions through autocast.
+DType dtype_of(Precision precision, const std::string& accelerator) {
   switch (precision) {
     case Precision::Float32True: return DType::Float32;
     case Precision::Float64True: return DType::Float64;
-    default:
-      throw ConfigError("precision=" + precision_name(precision) + " cannot train yet; supported now: "
-                        "32-true (the default) and 64-true (CPU); mixed precision lands with the CUDA issue");
+    case Precision::Float16Mixed:
+    case Precision::BFloat16Mixed:
+      if (accelerator == "cuda") return DType::Float32;
+      throw ConfigError("precision=" + precision_name(precision) + " trains on CUDA only: the CPU kernels compute in "
+                        "float32 and float64; use --trainer.precision=32-true (or 64-true) on accelerator=" + accelerator);
   }
+  return DType::Float32;
 }
 
 // "auto": nccl for CUDA when it was built in, else mpi; a world of one needs no transport.
@@ -84,18 +88,19 @@ std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& pl
                       "), but this process was not started by a launcher; start it as: " + *plan.launch +
                       " (`tandem fit` relaunches itself this way)");
   }
-  if (plan.accelerator != "cpu") {
-    throw ConfigError("accelerator=" + plan.accelerator + " cannot train yet: the Trainer's kernels run on the CPU "
-                      "backend only (" + (plan.accelerator == "cuda" ? std::string("the CUDA kernels are still to land")
-                                                                    : "a registered accelerator needs a kernel backend of its own") +
-                      "); use --trainer.accelerator=cpu");
+  if (plan.accelerator != "cpu" && plan.accelerator != "cuda") {
+    throw ConfigError("accelerator=" + plan.accelerator + " cannot train: a registered accelerator needs a kernel "
+                      "backend of its own (Tandem has cpu and cuda); use --trainer.accelerator=cpu or cuda");
   }
   if (!(runtime.collective_timeout_s > 0) || !std::isfinite(runtime.collective_timeout_s)) {
     throw ConfigError("collective_timeout=" + std::to_string(runtime.collective_timeout_s) +
                       " is not valid: expected a number of seconds > 0 (default 600)");
   }
-  const DType dtype = dtype_of(plan.precision);
-  const Device device = Device::cpu();
+  const DType dtype = dtype_of(plan.precision, plan.accelerator);
+  // This process's GPU: the plan's process device (the local rank's entry of the parsed devices).
+  const Device device = plan.accelerator == "cuda"
+                            ? Device::cuda(plan.process_device ? plan.process_device->index : 0)
+                            : Device::cpu();
   if (plan.strategy == "single_device") {
     if (plan.world_size != 1) {
       throw ConfigError("strategy=single_device runs one process, but the launcher started " +

@@ -43,8 +43,9 @@ class TrainingStrategy {
   virtual data::Batch batch_to_device(const data::Batch& batch) const = 0;
   // will_step: false while accumulating (DDP skips the allreduce then, as no_sync).
   virtual void backward(const Tensor& loss, bool will_step) = 0;
-  // Waits for gradient reductions, calls before_step (hooks, then clipping), then steps.
-  virtual void optimizer_step(optim::Optimizer& optimizer, const std::function<void()>& before_step) = 0;
+  // Waits for gradient reductions, calls before_step (unscaling, hooks, clipping), then steps
+  // unless before_step returned false (16-mixed found an inf or NaN gradient: skip the step).
+  virtual void optimizer_step(optim::Optimizer& optimizer, const std::function<bool()>& before_step) = 0;
   // sync_dist: the value reduced across ranks with the reduction ("mean", "sum", "max", "min").
   virtual double reduce(double value, ReduceFx reduce_fx) const { return value; }
   // Every rank agrees to stop when any rank wants to (EarlyStopping, NaN loss on one rank).
@@ -81,7 +82,7 @@ class SingleDeviceTrainingStrategy : public TrainingStrategy {
   void setup_module(LightningModule& module) override;
   data::Batch batch_to_device(const data::Batch& batch) const override;
   void backward(const Tensor& loss, bool will_step) override;
-  void optimizer_step(optim::Optimizer& optimizer, const std::function<void()>& before_step) override;
+  void optimizer_step(optim::Optimizer& optimizer, const std::function<bool()>& before_step) override;
 
  private:
   Device device_;

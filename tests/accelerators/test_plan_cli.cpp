@@ -315,7 +315,7 @@ TEST(PlanCli, XpuPluginEndToEnd) {
 TEST(FitCli, LoadsPlugins) {
   auto r = run_program(TANDEM_CLI_PATH, std::string("fit --plugin=") + TANDEM_XPU_PLUGIN_PATH +
                        " --trainer.accelerator=xpu --trainer.devices=1", "");
-  expect_invalid(r, "accelerator=xpu cannot train yet");
+  expect_invalid(r, "accelerator=xpu cannot train: a registered accelerator needs a kernel backend");
   expect_invalid(run_program(TANDEM_CLI_PATH, "test --plugin=/nonexistent/libx.so", ""), "cannot load the shared library");
   expect_invalid(run_program(TANDEM_CLI_PATH, "fit --plugn=x.so", ""), "did you mean --plugin?");
 }
@@ -345,5 +345,5 @@ TEST(XpuUserProgram, PlansThroughTheCli) {
   expect_invalid(bad, "devices=[4] for accelerator=xpu: index 4 does not exist");
   EXPECT_TRUE(bad.err_has("this machine has 4 xpu devices")) << bad.err;
   auto fit = run_program(TANDEM_XPU_CLI_PATH, "fit --trainer.accelerator=xpu --trainer.devices=1", "");
-  expect_invalid(fit, "accelerator=xpu cannot train yet");
+  expect_invalid(fit, "accelerator=xpu cannot train: a registered accelerator needs a kernel backend");
 }

@@ -39,7 +39,7 @@ TEST(TrainerOptionsTest, InvalidValuesAreConfigErrors) {
 }
 
 TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
-  expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "32-true", "64-true"});
+  expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "trains on CUDA only", "32-true", "64-true"});
   // Two CPU processes need a launcher: the error gives the command (tandem fit relaunches itself).
   expect_invalid([](auto& o) { o.devices = 2; }, {"needs 2 processes", "mpirun -np 2"});
   expect_invalid([](auto& o) { o.strategy = "dp"; }, {"strategy=dp", "accelerator=cuda"});
