@@ -1,25 +1,55 @@
 // Training-step throughput of issue 3's models on random in-memory batches: forward + backward +
 // Adam (lr 1e-3) step, no data loading. `mlp`: 784-1024-1024-10 with ReLU; `cnn`:
 // conv(1->32,3x3,p1)-ReLU-maxpool2-conv(32->64,3x3,p1)-ReLU-maxpool2-fc(3136->128)-ReLU-fc(128->10).
-// The twin is bench/peers/mlp_step_torch.py; bench/run_mlp_step.sh runs both and prints ratios.
-//   build/bin/bench_mlp_step [batch] [steps] [mlp|cnn]
+// The twin is bench/peers/mlp_step_torch.py; bench/run_mlp_step.sh (CPU) and
+// bench/run_train_step_cuda.sh (GPU) run both and print ratios.
+//   build/bin/bench_mlp_step [batch] [steps] [mlp|cnn] [cpu|cuda] [32-true|bf16-mixed|16-mixed]
+// On CUDA the clock covers `steps` steps queued back to back and one synchronize at the end
+// (throughput, as the twin measures it), and the JSON adds the allocator's peak device bytes.
+// bf16-mixed runs the step under autocast; 16-mixed adds the GradScaler (scaled loss, unscale
+// and inf check, one host sync per step, as PyTorch's GradScaler).
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "engine/accelerators/cuda_accelerator.h"
 #include "engine/nn/nn.h"
+#include "engine/ops/autocast.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/grad_scaler.h"
+#include "kernels/backend.h"
 
 using namespace tandem;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 256;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 50;
   const std::string kind = argc > 3 ? argv[3] : "mlp";
+  const std::string device_name = argc > 4 ? argv[4] : "cpu";
+  const std::string precision = argc > 5 ? argv[5] : "32-true";
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "bench_mlp_step: device must be cpu or cuda, got %s\n", device_name.c_str());
+    return 2;
+  }
+  if (precision != "32-true" && precision != "bf16-mixed" && precision != "16-mixed") {
+    std::fprintf(stderr, "bench_mlp_step: precision must be 32-true, bf16-mixed or 16-mixed, got %s\n", precision.c_str());
+    return 2;
+  }
+  if (precision != "32-true" && device_name != "cuda") {
+    std::fprintf(stderr, "bench_mlp_step: %s runs on cuda only (autocast lowers CUDA ops)\n", precision.c_str());
+    return 2;
+  }
+  const Device device = device_name == "cuda" ? Device::cuda(0) : Device::cpu();
+  std::optional<DType> low;
+  if (precision == "bf16-mixed") low = DType::BFloat16;
+  if (precision == "16-mixed") low = DType::Float16;
+  std::optional<trainer::GradScaler> scaler;
+  if (precision == "16-mixed") scaler.emplace();
   manual_seed(0);
   std::shared_ptr<nn::Sequential> model;
   Tensor x;
@@ -36,26 +66,63 @@ int main(int argc, char** argv) {
         std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(1024, 10));
     x = Tensor::randn({batch, 784});
   }
+  model->to(device);
+  x = x.to(device);
   optim::Adam opt(model->parameters(), {1e-3});
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
-  Tensor y = Tensor::from_vector(labels, {batch});
+  Tensor y = Tensor::from_vector(labels, {batch}).to(device);
   auto step = [&] {
-    Tensor loss = cross_entropy((*model)(x), y);
+    Tensor loss;
+    {
+      autocast::Guard autocast(low);
+      loss = cross_entropy((*model)(x), y);
+    }
     opt.zero_grad();
-    loss.backward();
-    opt.step();
+    if (scaler) {
+      scaler->scale_loss(loss).backward();
+      const bool finite = scaler->unscale(model->parameters());
+      if (finite) opt.step();
+      scaler->update(!finite);
+    } else {
+      loss.backward();
+      opt.step();
+    }
   };
-  for (int i = 0; i < 5; ++i) step();  // warm-up
-  std::vector<double> times;
-  for (int i = 0; i < steps; ++i) {
-    auto a = std::chrono::steady_clock::now();
-    step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  auto sync = [&] { backend_for(device).synchronize(device.index); };
+  for (int i = 0; i < 5; ++i) step();  // warm-up (and the allocator's cache)
+  sync();
+  double step_s = 0;
+  if (device.is_cuda()) {
+    // Throughput: steps queued back to back, one wait at the end; best of three rounds.
+    step_s = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      auto a = std::chrono::steady_clock::now();
+      for (int i = 0; i < steps; ++i) step();
+      sync();
+      step_s = std::min(step_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / steps);
+    }
+  } else {
+    std::vector<double> times;
+    for (int i = 0; i < steps; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      step();
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    std::sort(times.begin(), times.end());
+    step_s = times[times.size() / 2];
   }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-  std::printf("{\"bench\": \"%s_step\", \"impl\": \"tandem\", \"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f}\n",
-              kind.c_str(), (long long)batch, median * 1e3, double(batch) / median);
+  double peak_mb = 0;
+  if (device.is_cuda()) {
+    const DeviceStats stats = CUDAAccelerator().get_device_stats(AcceleratorDevice{"cuda", 0});
+    if (stats.count("peak_allocated_bytes")) peak_mb = stats.at("peak_allocated_bytes") / 1e6;
+  }
+  std::printf("{\"bench\": \"%s_step\", \"impl\": \"tandem\", \"device\": \"%s\", \"precision\": \"%s\", "
+              "\"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f, \"peak_device_mb\": %.1f}\n",
+              kind.c_str(), device_name.c_str(), precision.c_str(), (long long)batch, step_s * 1e3,
+              double(batch) / step_s, peak_mb);
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_mlp_step: %s\n", e.what());
+  return 1;
 }
