@@ -10,6 +10,7 @@
 #include "collectives/collective_checks.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "engine/core/error.h"
+#include "kernels/cuda/cuda_context.h"
 
 namespace tandem::collectives {
 
@@ -77,11 +78,12 @@ struct NcclCommunicator::State {
                         ", got one on " + t.device().str() + "; move it there, or use the mpi backend for host tensors");
     }
   }
-  // The NCCL stream waits for everything queued so far on the compute (legacy default) stream.
+  // The NCCL stream waits for everything queued so far on the device's compute stream
+  // (kernels/cuda/cuda_context.h), where the gradients are produced.
   void order_after_compute() {
     cudaEvent_t ready;
     cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_check(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord(compute)");
+    cuda_check(cudaEventRecord(ready, cuda::compute_stream(device)), "cudaEventRecord(compute)");
     cuda_check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent(nccl stream)");
     cudaEventDestroy(ready);
   }
@@ -137,7 +139,7 @@ class NcclWork : public Work {
   void finish() {
     finished_ = true;
     // Later kernels on the compute stream see the result.
-    cudaStreamWaitEvent(cudaStreamLegacy, done_, 0);
+    cudaStreamWaitEvent(cuda::compute_stream(state_->device), done_, 0);
     if (after_) after_();
     keep_alive_.clear();
   }
