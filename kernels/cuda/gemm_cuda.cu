@@ -17,9 +17,10 @@
 // (CUBLAS_COMPUTE_32F_FAST_TF32); float64 in float64; float16/bfloat16 read and write the half
 // type and accumulate in float (scale type float), and split-K partial sums are kept in float
 // (reduction schemes that round partials to the half type are excluded) so a result is rounded
-// to the half type once.
+// to the half type once. Split-K never reduces in place (see make_plan), for reproducibility.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdint>
@@ -155,8 +156,12 @@ GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_ty
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
-    if (data_type == CUDA_R_16F || data_type == CUDA_R_16BF)  // split-K partials stay in float
-      set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+    // Split-K: no in-place reduction (partial sums added into D as the pieces finish), which
+    // other users of cuBLASLt report as not reproducible; half types keep partials in float.
+    const bool half = data_type == CUDA_R_16F || data_type == CUDA_R_16BF;
+    set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+             uint32_t(half ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                           : CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_INPLACE));
     if (status == CUBLAS_STATUS_SUCCESS)
       status = cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.lt_a, p.lt_b, p.lt_c, p.lt_c, pref, 1, &result,
                                               &found);
