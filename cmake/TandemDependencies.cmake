@@ -48,6 +48,21 @@ if(NOT TANDEM_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA}")
 
+# ---- cuDNN: convolutions on CUDA (kernels/cuda/conv_pool_cuda.cu). Optional: without it the
+# build still succeeds and conv2d on a GPU throws DeviceError saying how to install cuDNN 9. ----
+set(TANDEM_WITH_CUDNN OFF)
+if(TANDEM_WITH_CUDA)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu aarch64-linux-gnu)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+    set(TANDEM_WITH_CUDNN ON)
+  else()
+    message(STATUS "Tandem: cuDNN not found (conv2d on CUDA will be unavailable); install cuDNN 9 for "
+                   "CUDA 13, e.g. apt-get install libcudnn9-dev-cuda-13 from NVIDIA's CUDA repository")
+  endif()
+endif()
+message(STATUS "Tandem: cuDNN ${TANDEM_WITH_CUDNN}")
+
 # ---- MPI ----
 set(TANDEM_WITH_MPI OFF)
 if(NOT TANDEM_MPI STREQUAL "OFF")

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# GEMM throughput on one GPU: Tandem through the op API and through Backend::gemm (cuBLASLt)
+# vs cuBLAS called directly with the same settings, in one process, timed with CUDA events.
+# Prints a markdown table; the goal is Tandem (backend) >= 0.95 x cuBLAS.
+#   bench/run_gemm_cuda.sh [reps]     (TANDEM_ALLOW_TF32=1 to time float32 with TF32 on both sides)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh >/dev/null
+REPS=${1:-20}
+out=$(build/bin/bench_gemm_cuda "$REPS")
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+rows = {}
+for line in sys.argv[1].splitlines():
+    r = json.loads(line)
+    rows.setdefault((r["problem"], r["dtype"]), {})[r["impl"]] = r
+print("| problem | dtype | cuBLAS TFLOP/s | Tandem backend TFLOP/s | ratio | Tandem ops TFLOP/s | ratio |")
+print("|---|---|---|---|---|---|---|")
+for (problem, dtype), r in rows.items():
+    c, b, o = r["cublas"], r["tandem_backend"], r["tandem_ops"]
+    print(f"| {problem} | {dtype} | {c['tflops']:.1f} | {b['tflops']:.1f} | {b['vs_cublas']:.2f} | "
+          f"{o['tflops']:.1f} | {o['vs_cublas']:.2f} |")
+PY
