@@ -4,8 +4,9 @@
 //   - DeviceScratch: temporary device memory from the backend's allocator (stream-ordered);
 //   - column partial sums: x viewed as [rows, cols], per-(row chunk, column) sums of two
 //     double terms, in a fixed order (threads of a column add their rows in order, the 8
-//     row-threads of a block then combine in order); the caller adds the chunks in order.
-//     Used for the layer-norm parameter gradients and for batch norm when `inner` is small.
+//     row-threads of a block then combine in order); warp_sum_items then adds the chunks.
+//     Used for the layer-norm parameter gradients and for batch norm when `inner` is small;
+//   - warp_sum_items: the second pass, one warp per output adding its partials.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -115,6 +116,27 @@ __global__ void __launch_bounds__(kColTile * kColRows)
     partials[chunk * cols + col] = make_double2(ta, tb);
   }
 }
+
+// Second passes: one warp per output (channel or column) adds that output's `count` partial
+// items: lane l adds items l, l+32, ... in order, then the fixed shuffle tree, so the total
+// is deterministic and the serial chain is count/32 long. Lane 0 holds the result.
+template <typename Load>
+__device__ __forceinline__ double2 warp_sum_items(int64_t count, const Load& load) {
+  double a = 0, b = 0;
+  for (int64_t t = threadIdx.x & 31; t < count; t += 32) {
+    const double2 p = load(t);
+    a += p.x;
+    b += p.y;
+  }
+  return make_double2(warp_sum(a), warp_sum(b));
+}
+// Outputs this warp handles: first, then += stride (uniform across the warp's lanes).
+__device__ __forceinline__ int64_t first_warp_output() {
+  return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+}
+__device__ __forceinline__ int64_t warp_output_stride() { return (int64_t(gridDim.x) * blockDim.x) >> 5; }
+// Blocks of kThreads for one warp per output.
+inline int grid_for_warps(int64_t outputs) { return grid_for(outputs * 32); }
 
 template <typename Term>
 void launch_column_partials(const Term& term, int64_t rows, int64_t cols, const ColumnPlan& plan, double2* partials) {

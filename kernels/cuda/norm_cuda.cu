@@ -3,13 +3,13 @@
 //
 // Per-channel sums (training statistics; the two sums of the backward) run in two
 // deterministic passes: pass 1 writes partial sums per (chunk, channel) in double, pass 2
-// (one thread per channel) adds them in chunk order. Pass 1 has two shapes:
+// (one warp per channel, warp_sum_items) adds them in a fixed order. Pass 1 has two shapes:
 //   - inner large enough for a warp to read whole 32-byte sectors (inner * sizeof(T) >= 32):
 //     one block per (channel, chunk of the channel's M elements), threads walk the chunk's
 //     (outer, inner) positions in order, block_sum combines them (fixed tree);
 //   - small inner (e.g. BatchNorm1d, inner = 1): x as a [outer, c * inner] matrix and the
 //     column partial kernel of norm_common.cuh (coalesced across channels); pass 2 also adds
-//     the `inner` columns of a channel in order.
+//     the `inner` columns of a channel.
 // Statistics are shifted sums: with K = x[0, ch, 0], S1 = sum(x - K), S2 = sum((x - K)^2),
 // mean = K + S1/M, var = S2/M - (S1/M)^2 (biased). K is one sample of the channel, so
 // |S1/M| is a few standard deviations and the subtraction loses nothing even for data like
@@ -59,13 +59,13 @@ struct GradTerm {
     double mean, inv;
   };
   __device__ Channel channel(int64_t ch) const { return {double(to_acc(mean[ch])), double(to_acc(invstd[ch]))}; }
-  __device__ void accumulate_at(const Channel& k, int64_t idx, double& a, double& b) const {
+  __device__ void accumulate_at(Channel k, int64_t idx, double& a, double& b) const {
     const double g = double(to_acc(gy[idx]));
     a += g;
     b += g * (double(to_acc(x[idx])) - k.mean) * k.inv;
   }
   __device__ Channel column(int64_t col) const { return channel(col / inner); }
-  __device__ void accumulate(const Channel& k, int64_t row, int64_t col, double& a, double& b) const {
+  __device__ void accumulate(Channel k, int64_t row, int64_t col, double& a, double& b) const {
     accumulate_at(k, row * c * inner + col, a, b);
   }
 };
@@ -134,24 +134,26 @@ ChannelPlan plan_and_sum_channels(const Term& term, int64_t outer, int64_t c, in
   return plan;
 }
 
-// Sum of channel ch's partials in a fixed order: chunks, then the channel's columns.
-__device__ __forceinline__ double2 channel_total(const double2* partials, const ChannelPlan& plan, int64_t ch) {
-  double a = 0, b = 0;
-  for (int64_t chunk = 0; chunk < plan.chunks; ++chunk)
-    for (int64_t i = 0; i < plan.per; ++i) {
-      const double2 p = partials[chunk * plan.cols + ch * plan.per + i];
-      a += p.x;
-      b += p.y;
-    }
-  return make_double2(a, b);
-}
+// Channel ch's partials as items t = chunk * per + i (chunk-major), for warp_sum_items.
+struct ChannelItems {
+  const double2* partials;
+  ChannelPlan plan;
+  int64_t ch;
+  __device__ double2 operator()(int64_t t) const {
+    const int64_t chunk = t / plan.per, i = t - chunk * plan.per;
+    return partials[chunk * plan.cols + ch * plan.per + i];
+  }
+};
 
-// Pass 2 of the training statistics. M == 0 gives NaN statistics, as on the CPU (0/0).
+// Pass 2 of the training statistics, one warp per channel. M == 0 gives NaN statistics, as
+// on the CPU (0/0).
 template <typename T, typename P>
-__global__ void stats_finalize_kernel(const double2* partials, ChannelPlan plan, const T* x, int64_t c, int64_t inner,
-                                      double M, double eps, P* save_mean, P* save_invstd) {
-  for (int64_t ch = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; ch < c; ch += int64_t(blockDim.x) * gridDim.x) {
-    const double2 s = channel_total(partials, plan, ch);
+__global__ void __launch_bounds__(cuda::kThreads)
+    stats_finalize_kernel(const double2* partials, ChannelPlan plan, const T* x, int64_t c, int64_t inner, double M,
+                          double eps, P* save_mean, P* save_invstd) {
+  for (int64_t ch = cuda::norm::first_warp_output(); ch < c; ch += cuda::norm::warp_output_stride()) {
+    const double2 s = cuda::norm::warp_sum_items(plan.chunks * plan.per, ChannelItems{partials, plan, ch});
+    if ((threadIdx.x & 31) != 0) continue;
     const double shift = M > 0 ? double(to_acc(x[ch * inner])) : 0.0;
     const double d = s.x / M;
     double var = s.y / M - d * d;
@@ -167,10 +169,12 @@ struct GradCoef {
 };
 
 template <typename P>
-__global__ void grad_finalize_kernel(const double2* partials, ChannelPlan plan, int64_t c, double M, const P* mean,
-                                     const P* invstd, const P* gamma, P* ggamma, P* gbeta, GradCoef* coef) {
-  for (int64_t ch = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; ch < c; ch += int64_t(blockDim.x) * gridDim.x) {
-    const double2 s = channel_total(partials, plan, ch);
+__global__ void __launch_bounds__(cuda::kThreads)
+    grad_finalize_kernel(const double2* partials, ChannelPlan plan, int64_t c, double M, const P* mean,
+                         const P* invstd, const P* gamma, P* ggamma, P* gbeta, GradCoef* coef) {
+  for (int64_t ch = cuda::norm::first_warp_output(); ch < c; ch += cuda::norm::warp_output_stride()) {
+    const double2 s = cuda::norm::warp_sum_items(plan.chunks * plan.per, ChannelItems{partials, plan, ch});
+    if ((threadIdx.x & 31) != 0) continue;
     if (ggamma) ggamma[ch] = from_acc<P>(s.y);
     if (gbeta) gbeta[ch] = from_acc<P>(s.x);
     const double inv = double(to_acc(invstd[ch]));
@@ -259,7 +263,7 @@ void CudaBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c
     using P = TANDEM_CUDA_TYPE(p_tag);
     std::unique_ptr<cuda::norm::DeviceScratch> partials;
     const ChannelPlan plan = plan_and_sum_channels<T>(StatsTerm<T>{x.ptr<T>(), c, inner}, outer, c, inner, partials);
-    stats_finalize_kernel<T, P><<<cuda::grid_for(c), cuda::kThreads, 0, cuda::current_stream()>>>(
+    stats_finalize_kernel<T, P><<<cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream()>>>(
         partials ? partials->as<double2>() : nullptr, plan, x.ptr<T>(), c, inner, double(outer * inner), eps,
         save_mean.ptr<P>(), save_invstd.ptr<P>());
     TANDEM_CUDA_CHECK_LAUNCH("stats_finalize_kernel");
@@ -304,7 +308,7 @@ void CudaBackend::batch_norm_backward(const TensorView& x, const TensorView& gy,
     const ChannelPlan plan = plan_and_sum_channels<T>(term, outer, c, inner, partials);
     cuda::norm::DeviceScratch coef(size_t(c) * sizeof(GradCoef));
     const double M = double(outer * inner);
-    grad_finalize_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, cuda::current_stream()>>>(
+    grad_finalize_kernel<P><<<cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream()>>>(
         partials ? partials->as<double2>() : nullptr, plan, c, M, save_mean.ptr<P>(), save_invstd.ptr<P>(),
         cuda::norm::ptr_or_null<P>(gamma), cuda::norm::mutable_ptr_or_null<P>(ggamma),
         cuda::norm::mutable_ptr_or_null<P>(gbeta), coef.as<GradCoef>());

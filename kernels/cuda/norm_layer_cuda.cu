@@ -8,7 +8,8 @@
 // reads of the row come from L1/L2. Per-element arithmetic follows the CPU's order
 // (kernels/cpu/norm_cpu.cpp) so float32 results agree with it to about an ulp.
 // The weight/bias gradients are column sums over rows: the column partial kernel of
-// norm_common.cuh (per row chunk, fixed order) and a second pass adding the chunks in order.
+// norm_common.cuh (per row chunk, fixed order) and a second pass (one warp per column)
+// adding the chunks in a fixed order.
 #include <cmath>
 
 #include "kernels/cuda/cuda_backend_impl.h"
@@ -135,18 +136,22 @@ struct ParamGradTerm {
   }
 };
 
+// Column col's partials, one per row chunk, for warp_sum_items.
+struct ColumnItems {
+  const double2* partials;
+  int64_t cols, col;
+  __device__ double2 operator()(int64_t chunk) const { return partials[chunk * cols + col]; }
+};
+
+// Second pass of the parameter gradients: one warp per column adds its chunks' partials.
 template <typename P>
-__global__ void param_grad_finalize_kernel(const double2* partials, int64_t chunks, int64_t cols, P* ggamma, P* gbeta) {
-  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < cols;
-       col += int64_t(blockDim.x) * gridDim.x) {
-    double a = 0, b = 0;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const double2 p = partials[chunk * cols + col];
-      a += p.x;
-      b += p.y;
-    }
-    if (ggamma) ggamma[col] = from_acc<P>(a);
-    if (gbeta) gbeta[col] = from_acc<P>(b);
+__global__ void __launch_bounds__(cuda::kThreads)
+    param_grad_finalize_kernel(const double2* partials, int64_t chunks, int64_t cols, P* ggamma, P* gbeta) {
+  for (int64_t col = cuda::norm::first_warp_output(); col < cols; col += cuda::norm::warp_output_stride()) {
+    const double2 s = cuda::norm::warp_sum_items(chunks, ColumnItems{partials, cols, col});
+    if ((threadIdx.x & 31) != 0) continue;
+    if (ggamma) ggamma[col] = from_acc<P>(s.x);
+    if (gbeta) gbeta[col] = from_acc<P>(s.y);
   }
 }
 
@@ -202,7 +207,7 @@ void CudaBackend::layer_norm_backward(const TensorView& x, const TensorView& gy,
     cuda::norm::DeviceScratch partials(size_t(plan.chunks * cols) * sizeof(double2));
     ParamGradTerm<T, P> term{x.ptr<T>(), gy.ptr<T>(), save_mean.ptr<P>(), save_invstd.ptr<P>(), cols};
     cuda::norm::launch_column_partials(term, rows, cols, plan, partials.as<double2>());
-    param_grad_finalize_kernel<P><<<cuda::grid_for(cols), cuda::kThreads, 0, cuda::current_stream()>>>(
+    param_grad_finalize_kernel<P><<<cuda::norm::grid_for_warps(cols), cuda::kThreads, 0, cuda::current_stream()>>>(
         partials.as<double2>(), plan.chunks, cols, cuda::norm::mutable_ptr_or_null<P>(ggamma),
         cuda::norm::mutable_ptr_or_null<P>(gbeta));
     TANDEM_CUDA_CHECK_LAUNCH("param_grad_finalize_kernel");
