@@ -105,7 +105,6 @@ struct ChannelPlan {
 };
 
 // Pass 1 for any term, in the shape that suits `inner`; allocates and fills `partials`.
-
 template <typename T, typename Term>
 ChannelPlan plan_and_sum_channels(const Term& term, int64_t outer, int64_t c, int64_t inner,
                                   std::unique_ptr<cuda::norm::DeviceScratch>& partials) {

@@ -1,9 +1,11 @@
-// CUDA batch norm, layer norm, Philox random fills, dropout and embedding against the CPU
-// reference, beyond the float32 op table of test_cuda_backend.cpp: large counts with a large
-// mean offset, float64, float16/bfloat16 inputs (against the CPU's float32 result on the same
-// rounded inputs), odd row lengths, more than 65535 rows, unaligned views, empty tensors, and
-// bit-identical random streams. Kernels are called through the backends directly, so each
-// test needs no other CUDA family. Optimizers: test_cuda_optim_multi.cpp.
+// CUDA batch norm and layer norm against the CPU reference, beyond the float32 op table of
+// test_cuda_backend.cpp: 2M values per channel with a large mean offset, float64,
+// float16/bfloat16 inputs (against the CPU's float32 result on the same rounded inputs),
+// float16 input with float32 parameters, rows of 1 to 5000 columns, more than 65535 rows,
+// unaligned views and empty batches. Kernels are called through the backends directly, so
+// each test needs no other CUDA family. The rest of this family's tests:
+// test_cuda_random_embedding.cpp (Philox fills, dropout, embedding) and
+// test_cuda_optim_multi.cpp (SGD, Adam, AdamW, multi-tensor lists).
 #include <gtest/gtest.h>
 
 #include <algorithm>
