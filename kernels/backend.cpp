@@ -2,6 +2,7 @@
 // partially implemented backend (the CUDA one while it grows) fails loudly, never silently.
 #include "kernels/backend.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "engine/core/error.h"
@@ -45,5 +46,34 @@ void Backend::nll_rows(const TensorView& logp, const TensorView& target, int64_t
 void Backend::nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& glogp) { unsupported(*this, "nll_rows_backward"); }
 void Backend::sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) { unsupported(*this, "sgd_step"); }
 void Backend::adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) { unsupported(*this, "adam_step"); }
+
+// Multi-tensor defaults: one single-tensor update per list entry, in list order.
+namespace {
+void check_lists(const char* kernel, size_t n, std::initializer_list<size_t> sizes) {
+  for (size_t s : sizes)
+    if (s != n)
+      throw ShapeError(std::string(kernel) + ": every list must have one entry per parameter (" +
+                       std::to_string(n) + "), got a list of " + std::to_string(s));
+}
+}  // namespace
+
+void Backend::sgd_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                             const std::vector<TensorView>& momentum_bufs, double lr, double momentum,
+                             double dampening, double weight_decay, bool nesterov, bool first_step) {
+  check_lists("sgd_step_multi", params.size(), {grads.size()});
+  if (!momentum_bufs.empty()) check_lists("sgd_step_multi", params.size(), {momentum_bufs.size()});
+  for (size_t i = 0; i < params.size(); ++i)
+    sgd_step(params[i], grads[i], momentum_bufs.empty() ? nullptr : &momentum_bufs[i], lr, momentum, dampening,
+             weight_decay, nesterov, first_step);
+}
+
+void Backend::adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                              const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs,
+                              double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+                              int64_t step) {
+  check_lists("adam_step_multi", params.size(), {grads.size(), exp_avgs.size(), exp_avg_sqs.size()});
+  for (size_t i = 0; i < params.size(); ++i)
+    adam_step(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], lr, beta1, beta2, eps, weight_decay, decoupled, step);
+}
 
 }  // namespace tandem

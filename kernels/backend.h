@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/tensor/device.h"
 #include "kernels/tensor_view.h"
@@ -165,6 +166,18 @@ class Backend {
   virtual void adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                          const TensorView& exp_avg_sq, double lr, double beta1, double beta2,
                          double eps, double weight_decay, bool decoupled, int64_t step);
+  // Multi-tensor forms: the same update, with the same hyper-parameters, applied to every
+  // tensor i of a list (params[i], grads[i], ...; equal lengths; each i contiguous with one
+  // shape; all on one device with one dtype). momentum_bufs is empty when momentum == 0.
+  // The default loops over the single-tensor method; a backend may fuse the list into a
+  // few launches (the CUDA one does). Results equal the single-tensor method's.
+  virtual void sgd_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                              const std::vector<TensorView>& momentum_bufs, double lr, double momentum,
+                              double dampening, double weight_decay, bool nesterov, bool first_step);
+  virtual void adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                               const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs,
+                               double lr, double beta1, double beta2, double eps, double weight_decay,
+                               bool decoupled, int64_t step);
 };
 
 // The backend for a device type. For CUDA in a build without CUDA, throws DeviceError

@@ -38,20 +38,41 @@ void Adam::validate(const nlohmann::json& o) const {
   if (!(wd >= 0)) throw ValueError(name() + ": weight_decay must be >= 0, got " + format_number(wd));
 }
 
-void Adam::update(const Tensor& p, const Tensor& g, StateDict& state, const nlohmann::json& o) {
-  if (!state.contains("step")) {
-    state.insert("step", Tensor::zeros({}, DType::Float32));
-    state.insert("exp_avg", Tensor::zeros(p.shape(), p.dtype(), p.device()));
-    state.insert("exp_avg_sq", Tensor::zeros(p.shape(), p.dtype(), p.device()));
+// Parameters that share a device, a dtype and a step count go to the backend in one
+// adam_step_multi call (usually the whole group: one fused launch on CUDA).
+void Adam::update_group(const std::vector<ParamUpdate>& items, const nlohmann::json& o) {
+  struct Bucket {
+    Device device;
+    DType dtype;
+    int64_t step;
+    std::vector<TensorView> params, grads, exp_avgs, exp_avg_sqs;
+  };
+  std::vector<Bucket> buckets;
+  for (const ParamUpdate& item : items) {
+    const Tensor& p = item.param;
+    StateDict& state = *item.state;
+    if (!state.contains("step")) {
+      state.insert("step", Tensor::zeros({}, DType::Float32));
+      state.insert("exp_avg", Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      state.insert("exp_avg_sq", Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    }
+    Tensor step = state.at("step");
+    const int64_t t = int64_t(step.item()) + 1;
+    step.fill_(double(t));
+    Bucket* bucket = nullptr;
+    for (Bucket& b : buckets)
+      if (b.device == p.device() && b.dtype == p.dtype() && b.step == t) bucket = &b;
+    if (!bucket) bucket = &buckets.emplace_back(Bucket{p.device(), p.dtype(), t, {}, {}, {}, {}});
+    bucket->params.push_back(p.view_desc());
+    bucket->grads.push_back(item.grad.view_desc());
+    bucket->exp_avgs.push_back(state.at("exp_avg").view_desc());
+    bucket->exp_avg_sqs.push_back(state.at("exp_avg_sq").view_desc());
   }
-  Tensor step = state.at("step");
-  const int64_t t = int64_t(step.item()) + 1;
-  step.fill_(double(t));
   const auto& betas = o.at("betas");
-  backend_for(p.device())
-      .adam_step(p.view_desc(), g.view_desc(), state.at("exp_avg").view_desc(), state.at("exp_avg_sq").view_desc(),
-                 o.at("lr").get<double>(), betas[0].get<double>(), betas[1].get<double>(), o.at("eps").get<double>(),
-                 o.at("weight_decay").get<double>(), decoupled_, t);
+  for (const Bucket& b : buckets)
+    backend_for(b.device).adam_step_multi(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, o.at("lr").get<double>(),
+                                          betas[0].get<double>(), betas[1].get<double>(), o.at("eps").get<double>(),
+                                          o.at("weight_decay").get<double>(), decoupled_, b.step);
 }
 
 }  // namespace tandem::optim

@@ -33,7 +33,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamWOptions& defaults, bool decoupled);
   void validate(const nlohmann::json& options) const override;
-  void update(const Tensor& param, const Tensor& grad, StateDict& state, const nlohmann::json& options) override;
+  void update_group(const std::vector<ParamUpdate>& items, const nlohmann::json& options) override;
 
  private:
   bool decoupled_ = false;

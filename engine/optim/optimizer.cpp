@@ -59,6 +59,7 @@ void Optimizer::add_param_group(ParamGroup group) {
 void Optimizer::step() {
   NoGradGuard no_grad;
   for (auto& group : groups_) {
+    std::vector<ParamUpdate> items;
     for (auto& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -74,8 +75,9 @@ void Optimizer::step() {
           throw DeviceError(name() + ": state '" + key + "' is on " + t.device().str() + " but its parameter is on " +
                             p.device().str() + "; move the model before creating the optimizer, or load the "
                             "optimizer's state after moving it");
-      update(p, g.contiguous(), state, group.options);
+      items.push_back({p, g.contiguous(), &state});  // state_ is node-based: the pointer stays valid
     }
+    if (!items.empty()) update_group(items, group.options);
   }
 }
 

@@ -2,7 +2,8 @@
 // AdamW. Each group carries its own hyper-parameters under PyTorch's param_group keys ("lr",
 // "momentum", "betas", ...) in a JSON object, so schedulers can set "lr" on any optimizer and
 // a checkpoint stores groups exactly as torch.optim's state_dict()["param_groups"] does.
-// The update itself runs in the parameter's backend (Backend::sgd_step / adam_step).
+// The update itself runs in the parameter's backend (Backend::sgd_step_multi /
+// adam_step_multi, once per group, device and dtype).
 #pragma once
 #include <string>
 #include <unordered_map>
@@ -74,10 +75,17 @@ class Optimizer {
 
   // Throws ValueError when a group's hyper-parameters are outside what is allowed.
   virtual void validate(const nlohmann::json& options) const = 0;
-  // Updates one parameter in place. grad is contiguous with the param's dtype, shape and
-  // device; state is this parameter's state (created on first use).
-  virtual void update(const Tensor& param, const Tensor& grad, StateDict& state,
-                      const nlohmann::json& options) = 0;
+  // One parameter about to be updated: grad is contiguous with the param's dtype, shape and
+  // device; state is this parameter's state (empty before its first update).
+  struct ParamUpdate {
+    Tensor param;
+    Tensor grad;
+    StateDict* state;
+  };
+  // Updates in place every parameter of one group that has a gradient, with the group's
+  // options. SGD and Adam hand the whole list to the backend's multi-tensor update (one
+  // fused launch per group on CUDA).
+  virtual void update_group(const std::vector<ParamUpdate>& items, const nlohmann::json& options) = 0;
 
   nlohmann::json defaults_;
   std::vector<ParamGroup> groups_;

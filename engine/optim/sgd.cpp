@@ -29,22 +29,37 @@ void SGD::validate(const nlohmann::json& o) const {
                      format_number(momentum) + ", dampening=" + format_number(dampening));
 }
 
-void SGD::update(const Tensor& p, const Tensor& g, StateDict& state, const nlohmann::json& o) {
+// Parameters that share a device, a dtype and the first-step flag go to the backend in one
+// sgd_step_multi call (usually the whole group: one fused launch on CUDA).
+void SGD::update_group(const std::vector<ParamUpdate>& items, const nlohmann::json& o) {
   const double momentum = o.at("momentum").get<double>();
-  bool first_step = false;
-  TensorView buf_view;
-  if (momentum != 0) {
-    if (!state.contains("momentum_buffer")) {
+  struct Bucket {
+    Device device;
+    DType dtype;
+    bool first_step;
+    std::vector<TensorView> params, grads, bufs;
+  };
+  std::vector<Bucket> buckets;
+  for (const ParamUpdate& item : items) {
+    const Tensor& p = item.param;
+    bool first_step = false;
+    if (momentum != 0 && !item.state->contains("momentum_buffer")) {
       // The kernel writes buf = g' on the first step, so its initial contents do not matter.
-      state.insert("momentum_buffer", Tensor::empty(p.shape(), p.dtype(), p.device()));
+      item.state->insert("momentum_buffer", Tensor::empty(p.shape(), p.dtype(), p.device()));
       first_step = true;
     }
-    buf_view = state.at("momentum_buffer").view_desc();
+    Bucket* bucket = nullptr;
+    for (Bucket& b : buckets)
+      if (b.device == p.device() && b.dtype == p.dtype() && b.first_step == first_step) bucket = &b;
+    if (!bucket) bucket = &buckets.emplace_back(Bucket{p.device(), p.dtype(), first_step, {}, {}, {}});
+    bucket->params.push_back(p.view_desc());
+    bucket->grads.push_back(item.grad.view_desc());
+    if (momentum != 0) bucket->bufs.push_back(item.state->at("momentum_buffer").view_desc());
   }
-  backend_for(p.device())
-      .sgd_step(p.view_desc(), g.view_desc(), momentum != 0 ? &buf_view : nullptr, o.at("lr").get<double>(), momentum,
-                o.at("dampening").get<double>(), o.at("weight_decay").get<double>(), o.at("nesterov").get<bool>(),
-                first_step);
+  for (const Bucket& b : buckets)
+    backend_for(b.device).sgd_step_multi(b.params, b.grads, b.bufs, o.at("lr").get<double>(), momentum,
+                                         o.at("dampening").get<double>(), o.at("weight_decay").get<double>(),
+                                         o.at("nesterov").get<bool>(), b.first_step);
 }
 
 }  // namespace tandem::optim

@@ -26,7 +26,7 @@ class SGD : public Optimizer {
 
  protected:
   void validate(const nlohmann::json& options) const override;
-  void update(const Tensor& param, const Tensor& grad, StateDict& state, const nlohmann::json& options) override;
+  void update_group(const std::vector<ParamUpdate>& items, const nlohmann::json& options) override;
 };
 
 }  // namespace tandem::optim

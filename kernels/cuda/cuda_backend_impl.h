@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
   void nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& glogp) override;
   void sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) override;
   void adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
+  void sgd_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads, const std::vector<TensorView>& momentum_bufs, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) override;
+  void adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads, const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
 };
 
 }  // namespace tandem

@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/sgd.h"
+#include "kernels/backend.h"
 #include "optim_test_util.h"
 
 using namespace tandem;
@@ -200,4 +201,36 @@ TEST(Optimizer, ZeroGradSetsToNoneOrZeroes) {
   EXPECT_EQ(values(p.grad()), (std::vector<double>{0.0, 0.0}));
   opt.zero_grad();
   EXPECT_FALSE(p.grad().defined());
+}
+
+TEST(Optimizer, MultiTensorStepIsOneSingleStepPerListEntry) {
+  // Backend::sgd_step_multi / adam_step_multi (what the optimizers call once per group): the
+  // default loops over the single-tensor kernels, so the results are those kernels' exactly.
+  Backend& cpu = backend_for(Device::cpu());
+  Tensor a = param64({1.0, -2.0, 3.0}), b = param64({0.5}), ga = param64({0.1, 0.2, 0.3}), gb = param64({-1.0});
+  Tensor a1 = a.detach().clone(), b1 = b.detach().clone();
+  Tensor ba = Tensor::zeros({3}, DType::Float64), bb = Tensor::zeros({1}, DType::Float64);
+  Tensor ba1 = ba.clone(), bb1 = bb.clone();
+  cpu.sgd_step_multi({a.view_desc(), b.view_desc()}, {ga.view_desc(), gb.view_desc()},
+                     {ba.view_desc(), bb.view_desc()}, 0.1, 0.9, 0.0, 0.01, true, true);
+  TensorView ba1v = ba1.view_desc(), bb1v = bb1.view_desc();
+  cpu.sgd_step(a1.view_desc(), ga.view_desc(), &ba1v, 0.1, 0.9, 0.0, 0.01, true, true);
+  cpu.sgd_step(b1.view_desc(), gb.view_desc(), &bb1v, 0.1, 0.9, 0.0, 0.01, true, true);
+  EXPECT_EQ(values(a), values(a1));
+  EXPECT_EQ(values(b), values(b1));
+  EXPECT_EQ(values(ba), values(ba1));
+  Tensor m = Tensor::zeros({3}, DType::Float64), v = Tensor::zeros({3}, DType::Float64);
+  Tensor m1 = m.clone(), v1 = v.clone();
+  Tensor a2 = a.detach().clone();
+  cpu.adam_step_multi({a.view_desc()}, {ga.view_desc()}, {m.view_desc()}, {v.view_desc()}, 0.01, 0.9, 0.999, 1e-8,
+                      0.1, true, 1);
+  cpu.adam_step(a2.view_desc(), ga.view_desc(), m1.view_desc(), v1.view_desc(), 0.01, 0.9, 0.999, 1e-8, 0.1, true, 1);
+  EXPECT_EQ(values(a), values(a2));
+  EXPECT_EQ(values(m), values(m1));
+  // Lists of different lengths are a ShapeError.
+  EXPECT_THROW(cpu.sgd_step_multi({a.view_desc(), b.view_desc()}, {ga.view_desc()}, {}, 0.1, 0, 0, 0, false, false),
+               ShapeError);
+  EXPECT_THROW(cpu.adam_step_multi({a.view_desc()}, {ga.view_desc()}, {}, {v.view_desc()}, 0.01, 0.9, 0.999, 1e-8, 0,
+                                   false, 1),
+               ShapeError);
 }
