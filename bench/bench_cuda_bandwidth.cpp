@@ -1,18 +1,20 @@
-// Memory bandwidth of Tandem's elementwise and reduction ops on one GPU, against the device's
-// own device-to-device copy. For each size (1M .. 256M elements by default) it measures:
-//   memcpy       cudaMemcpyAsync D2D (the reference: read n + write n bytes)
-//   clone        Tensor::clone (copy_strided, contiguous)
-//   add          a + b, same shape            read 2n, write n
-//   add_row      [n/1024, 1024] + [1024]      read n (+ the row), write n
-//   mul, relu, gelu, cast_bf16 (float32 -> bfloat16), sum (all elements), sum_last (dim -1 of
-//   [n/1024, 1024]), and add in bfloat16.
-// Effective bandwidth = (bytes read + bytes written) / time. Time per call: `calls` back-to-back
-// calls between two CUDA events on the compute stream (enough calls for ~1 GB of traffic, after
-// two warm-up calls), the median of `repeats` such measurements. Op calls include Tandem's host
-// work (output allocation, checks), which only matters at the small sizes.
+// Memory bandwidth of Tandem's elementwise ops, a cast and sums on one GPU, against the
+// device's own device-to-device copy. For each size (1M .. 256M elements, x4) it measures:
+//   memcpy      cudaMemcpyAsync D2D (the reference: read n + write n)
+//   clone       Tensor::clone (copy_strided, contiguous)                read n, write n
+//   add         a + b, same shape                                       read 2n, write n
+//   add_row     [n/1024, 1024] + [1024] (bias row broadcast)            read n (+ the row), write n
+//   mul, relu, gelu (erf), cast_bf16 (float32 -> bfloat16: read 4n, write 2n bytes),
+//   sum (all elements), sum_last (dim -1 of [n/1024, 1024]), and add in bfloat16.
+// Effective bandwidth = (bytes read + bytes written) / time. Each op is timed twice:
+//   kernel: the backend call into a preallocated output (what the kernel itself reaches);
+//   op:     the public op (ops.h), which also allocates its output and checks its inputs; at
+//           small sizes that host work, not the kernel, sets the time.
+// Time per call: `calls` back-to-back calls between two CUDA events on the compute stream
+// (enough for ~1 GB of traffic, after two warm-up calls); the median of `repeats` batches.
 //   build/bin/bench_cuda_bandwidth [--max-elements N] [--repeats R] [--json]
-// Prints a markdown table with the ratio to memcpy at the same size (or JSON lines with --json).
-// An op whose CUDA kernel is not implemented yet prints "n/a".
+// Prints a markdown table with the ratios to memcpy at the same size (JSON lines with --json).
+// An op whose CUDA kernel is not implemented (yet) prints n/a and its error on stderr.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/ops/ops.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
@@ -34,50 +37,48 @@ using namespace tandem;
 
 namespace {
 
-struct Measurement {
-  std::string op;
-  std::string dtype;
-  int64_t elements = 0;
-  double bytes = 0;       // read + written per call
-  double seconds = -1;    // per call; < 0 when the op failed
+struct Timing {
+  double seconds = -1;  // per call; < 0 when the call failed
   std::string error;
 };
 
+struct Row {
+  std::string op, dtype;
+  int64_t elements = 0;
+  double bytes = 0;  // read + written per call
+  Timing kernel, api;
+};
+
 // Median seconds per call of fn over `repeats` timed batches.
-double time_per_call(const std::function<void()>& fn, double bytes_per_call, int repeats) {
+Timing time_per_call(const std::function<void()>& fn, double bytes_per_call, int repeats) {
+  Timing t;
+  if (!fn) return t;
   cudaStream_t stream = cuda::current_stream();
   const int calls = int(std::clamp(1e9 / bytes_per_call, 1.0, 200.0));
-  fn();
-  fn();
-  cudaEvent_t start, stop;
-  TANDEM_CUDA_CHECK(cudaEventCreate(&start));
-  TANDEM_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> per_call;
-  for (int r = 0; r < repeats; ++r) {
-    TANDEM_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int c = 0; c < calls; ++c) fn();
-    TANDEM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    TANDEM_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    per_call.push_back(double(ms) * 1e-3 / calls);
-  }
-  TANDEM_CUDA_CHECK(cudaEventDestroy(start));
-  TANDEM_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
-
-Measurement measure(const std::string& op, const std::string& dtype, int64_t n, double bytes,
-                    const std::function<void()>& fn, int repeats) {
-  Measurement m{op, dtype, n, bytes};
+  cudaEvent_t start = nullptr, stop = nullptr;
   try {
-    m.seconds = time_per_call(fn, bytes, repeats);
+    fn();
+    fn();
+    TANDEM_CUDA_CHECK(cudaEventCreate(&start));
+    TANDEM_CUDA_CHECK(cudaEventCreate(&stop));
+    std::vector<double> per_call;
+    for (int r = 0; r < repeats; ++r) {
+      TANDEM_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int c = 0; c < calls; ++c) fn();
+      TANDEM_CUDA_CHECK(cudaEventRecord(stop, stream));
+      TANDEM_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      per_call.push_back(double(ms) * 1e-3 / calls);
+    }
+    std::sort(per_call.begin(), per_call.end());
+    t.seconds = per_call[per_call.size() / 2];
   } catch (const Error& e) {
-    m.error = e.what();
-    cudaGetLastError();
+    t.error = e.what();
   }
-  return m;
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  return t;
 }
 
 }  // namespace
@@ -101,58 +102,84 @@ int main(int argc, char** argv) {
   }
   const Device dev = Device::cuda(0);
   cuda::set_current_device(0);
+  Backend& gpu = backend_for(dev);
   NoGradGuard no_grad;
-  std::vector<Measurement> rows;
+  std::vector<Row> rows;
   for (int64_t n = int64_t(1) << 20; n <= max_elements; n *= 4) {
     const double f4 = 4.0 * double(n), f2 = 2.0 * double(n);
     const int64_t cols = 1024, rows_2d = n / cols;
-    Tensor a = Tensor::full({n}, 0.75, DType::Float32, dev), b = Tensor::full({n}, -0.25, DType::Float32, dev);
-    Tensor a2 = a.view({rows_2d, cols}), row = Tensor::full({cols}, 1.5, DType::Float32, dev);
-    Tensor dst = Tensor::empty({n}, DType::Float32, dev);
-    rows.push_back(measure("memcpy", "float32", n, 2 * f4, [&] {
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), a.raw_data(), size_t(f4), cudaMemcpyDeviceToDevice,
+    const Tensor a = Tensor::full({n}, 0.75, DType::Float32, dev), b = Tensor::full({n}, -0.25, DType::Float32, dev);
+    const Tensor a2 = a.view({rows_2d, cols}), row = Tensor::full({cols}, 1.5, DType::Float32, dev);
+    const Tensor out = Tensor::empty({n}, DType::Float32, dev), out2 = out.view({rows_2d, cols});
+    const Tensor out_bf16 = Tensor::empty({n}, DType::BFloat16, dev), out_sum = Tensor::empty({}, DType::Float32, dev);
+    const Tensor out_rows = Tensor::empty({rows_2d}, DType::Float32, dev);
+    const TensorView av = a.view_desc(), bv = b.view_desc(), ov = out.view_desc();
+    const TensorView row_b = row.expand({rows_2d, cols}).view_desc();
+    auto add_row = [&](const std::string& op, const std::string& dtype, double bytes, std::function<void()> kernel,
+                       std::function<void()> api) {
+      rows.push_back(Row{op, dtype, n, bytes, time_per_call(kernel, bytes, repeats), time_per_call(api, bytes, repeats)});
+    };
+    add_row("memcpy", "float32", 2 * f4, [&] {
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), a.raw_data(), size_t(f4), cudaMemcpyDeviceToDevice,
                                         cuda::current_stream()));
-    }, repeats));
-    rows.push_back(measure("clone", "float32", n, 2 * f4, [&] { a.clone(); }, repeats));
-    rows.push_back(measure("add", "float32", n, 3 * f4, [&] { add(a, b); }, repeats));
-    rows.push_back(measure("add_row", "float32", n, 2 * f4 + 4.0 * cols, [&] { add(a2, row); }, repeats));
-    rows.push_back(measure("mul", "float32", n, 3 * f4, [&] { mul(a, b); }, repeats));
-    rows.push_back(measure("relu", "float32", n, 2 * f4, [&] { relu(b); }, repeats));
-    rows.push_back(measure("gelu", "float32", n, 2 * f4, [&] { gelu(a); }, repeats));
-    rows.push_back(measure("cast_bf16", "float32", n, f4 + f2, [&] { a.to(DType::BFloat16); }, repeats));
-    rows.push_back(measure("sum", "float32", n, f4, [&] { sum(a); }, repeats));
-    rows.push_back(measure("sum_last", "float32", n, f4 + 4.0 * double(rows_2d), [&] { sum(a2, {-1}); }, repeats));
+    }, nullptr);
+    add_row("clone", "float32", 2 * f4, [&] { gpu.copy_strided(av, ov); }, [&] { a.clone(); });
+    add_row("add", "float32", 3 * f4, [&] { gpu.binary(BinaryOp::Add, av, bv, ov); }, [&] { add(a, b); });
+    add_row("add_row", "float32", 2 * f4 + 4.0 * cols,
+            [&] { gpu.binary(BinaryOp::Add, a2.view_desc(), row_b, out2.view_desc()); }, [&] { add(a2, row); });
+    add_row("mul", "float32", 3 * f4, [&] { gpu.binary(BinaryOp::Mul, av, bv, ov); }, [&] { mul(a, b); });
+    add_row("relu", "float32", 2 * f4, [&] { gpu.unary(UnaryOp::Relu, bv, ov, UnaryParams{}); }, [&] { relu(b); });
+    add_row("gelu", "float32", 2 * f4, [&] { gpu.unary(UnaryOp::Gelu, av, ov, UnaryParams{}); }, [&] { gelu(a); });
+    add_row("cast_bf16", "float32", f4 + f2, [&] { gpu.copy_strided(av, out_bf16.view_desc()); },
+            [&] { a.to(DType::BFloat16); });
+    add_row("sum", "float32", f4, [&] { gpu.reduce(ReduceOp::Sum, av, 1, n, 1, out_sum.view_desc()); },
+            [&] { sum(a); });
+    add_row("sum_last", "float32", f4 + 4.0 * double(rows_2d),
+            [&] { gpu.reduce(ReduceOp::Sum, a2.view_desc(), rows_2d, cols, 1, out_rows.view_desc()); },
+            [&] { sum(a2, {-1}); });
     try {
-      Tensor ah = a.to(DType::BFloat16), bh = b.to(DType::BFloat16);
-      rows.push_back(measure("add", "bfloat16", n, 3 * f2, [&] { add(ah, bh); }, repeats));
+      const Tensor ah = a.to(DType::BFloat16), bh = b.to(DType::BFloat16);
+      add_row("add", "bfloat16", 3 * f2, [&] { gpu.binary(BinaryOp::Add, ah.view_desc(), bh.view_desc(), out_bf16.view_desc()); },
+              [&] { add(ah, bh); });
     } catch (const Error& e) {
-      rows.push_back(Measurement{"add", "bfloat16", n, 3 * f2, -1, e.what()});
+      rows.push_back(Row{"add", "bfloat16", n, 3 * f2, Timing{-1, e.what()}, Timing{-1, e.what()}});
     }
   }
-  // Report against memcpy at the same size.
+
+  auto gbs = [](const Row& r, const Timing& t) { return t.seconds > 0 ? r.bytes / t.seconds / 1e9 : 0.0; };
   if (!json) {
-    std::printf("| op | dtype | elements | MB moved | us/call | GB/s | vs memcpy |\n|---|---|---|---|---|---|---|\n");
+    std::printf("| op | dtype | elements | MB moved | kernel us | kernel GB/s | kernel / memcpy | op us | op / memcpy |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
   }
-  for (const Measurement& m : rows) {
-    double copy_gbs = 0;
-    for (const Measurement& c : rows)
-      if (c.op == "memcpy" && c.elements == m.elements && c.seconds > 0) copy_gbs = c.bytes / c.seconds / 1e9;
-    const double gbs = m.seconds > 0 ? m.bytes / m.seconds / 1e9 : 0;
+  for (const Row& r : rows) {
+    double copy = 0;
+    for (const Row& c : rows)
+      if (c.op == "memcpy" && c.elements == r.elements) copy = gbs(c, c.kernel);
+    const double k = gbs(r, r.kernel), o = gbs(r, r.api);
+    const double k_ratio = copy > 0 ? k / copy : 0, o_ratio = copy > 0 ? o / copy : 0;
     if (json) {
-      std::printf("{\"bench\": \"cuda_bandwidth\", \"op\": \"%s\", \"dtype\": \"%s\", \"elements\": %lld, "
-                  "\"bytes\": %.0f, \"seconds\": %.9f, \"gb_per_s\": %.1f, \"vs_memcpy\": %.3f, \"failed\": %s}\n",
-                  m.op.c_str(), m.dtype.c_str(), (long long)m.elements, m.bytes, m.seconds, gbs,
-                  copy_gbs > 0 ? gbs / copy_gbs : 0.0, m.error.empty() ? "false" : "true");
-    } else if (m.seconds > 0) {
-      std::printf("| %s | %s | %lld | %.1f | %.1f | %.0f | %.2f |\n", m.op.c_str(), m.dtype.c_str(),
-                  (long long)m.elements, m.bytes / 1e6, m.seconds * 1e6, gbs, copy_gbs > 0 ? gbs / copy_gbs : 0.0);
-    } else {
-      std::printf("| %s | %s | %lld | %.1f | n/a | n/a | n/a |\n", m.op.c_str(), m.dtype.c_str(),
-                  (long long)m.elements, m.bytes / 1e6);
+      std::printf("{\"bench\": \"cuda_bandwidth\", \"op\": \"%s\", \"dtype\": \"%s\", \"elements\": %lld, \"bytes\": %.0f, "
+                  "\"kernel_seconds\": %.9f, \"kernel_gb_per_s\": %.1f, \"kernel_vs_memcpy\": %.3f, "
+                  "\"op_seconds\": %.9f, \"op_gb_per_s\": %.1f, \"op_vs_memcpy\": %.3f}\n",
+                  r.op.c_str(), r.dtype.c_str(), (long long)r.elements, r.bytes, r.kernel.seconds, k, k_ratio,
+                  r.api.seconds, o, o_ratio);
+      continue;
     }
+    char kernel_cols[96] = "n/a | n/a | n/a", op_cols[64] = "n/a | n/a";
+    if (r.kernel.seconds > 0)
+      std::snprintf(kernel_cols, sizeof kernel_cols, "%.1f | %.0f | %.2f", r.kernel.seconds * 1e6, k, k_ratio);
+    if (r.api.seconds > 0) std::snprintf(op_cols, sizeof op_cols, "%.1f | %.2f", r.api.seconds * 1e6, o_ratio);
+    if (r.op == "memcpy") std::snprintf(op_cols, sizeof op_cols, "- | -");
+    std::printf("| %s | %s | %lld | %.1f | %s | %s |\n", r.op.c_str(), r.dtype.c_str(), (long long)r.elements,
+                r.bytes / 1e6, kernel_cols, op_cols);
   }
-  for (const Measurement& m : rows)
-    if (!m.error.empty()) std::fprintf(stderr, "%s %s (%lld): %s\n", m.op.c_str(), m.dtype.c_str(), (long long)m.elements,
-                                       m.error.c_str());
+  for (const Row& r : rows) {
+    if (!r.kernel.error.empty())
+      std::fprintf(stderr, "%s %s n=%lld (kernel): %s\n", r.op.c_str(), r.dtype.c_str(), (long long)r.elements,
+                   r.kernel.error.c_str());
+    if (!r.api.error.empty())
+      std::fprintf(stderr, "%s %s n=%lld (op): %s\n", r.op.c_str(), r.dtype.c_str(), (long long)r.elements,
+                   r.api.error.c_str());
+  }
   return 0;
 }

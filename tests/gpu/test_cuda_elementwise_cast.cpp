@@ -283,7 +283,9 @@ TEST(CudaElementwiseCast, EmptyTensors) {
       EXPECT_EQ(y.numel(), 0);
     }
     EXPECT_EQ(dev.clone().shape(), shape);
-    if (shape.size() == 2) EXPECT_EQ(dev.t().contiguous().numel(), 0);
+    if (shape.size() == 2) {
+      EXPECT_EQ(dev.t().contiguous().numel(), 0);
+    }
     Tensor out = Tensor::empty(shape, DType::BFloat16, gpu());
     out.copy_(dev);
     EXPECT_EQ(bytes_of(out).size(), 0u);
