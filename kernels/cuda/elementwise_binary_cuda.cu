@@ -48,57 +48,57 @@ __device__ __forceinline__ T integer_pow(T x, T y) {
   }
 }
 
-// o[j] = a[j] op b[j] for an arithmetic op (Add .. Minimum).
+// o[j] = f(a[j], b[j]) for the N elements of a pack.
+template <int N, typename T, typename Out, typename F>
+__device__ __forceinline__ void each(const T (&a)[N], const T (&b)[N], Out (&o)[N], F f) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) o[j] = f(a[j], b[j]);
+}
+
+// o[j] = a[j] op b[j] for an arithmetic op (Add .. Minimum); integer Div is refused on the host.
 template <int N, typename T>
 __device__ __forceinline__ void arithmetic(BinaryOp op, const T (&a)[N], const T (&b)[N], T (&o)[N]) {
   switch (op) {
-#define TANDEM_EACH(expr)              \
-  _Pragma("unroll") for (int j = 0; j < N; ++j) { \
-    const auto x = to_acc(a[j]);       \
-    const auto y = to_acc(b[j]);       \
-    o[j] = (expr);                     \
-  }                                    \
-  break
-    case BinaryOp::Add: TANDEM_EACH(from_acc<T>(x + y));
-    case BinaryOp::Sub: TANDEM_EACH(from_acc<T>(x - y));
-    case BinaryOp::Mul: TANDEM_EACH(from_acc<T>(x * y));
+    case BinaryOp::Add: each(a, b, o, [](T x, T y) { return from_acc<T>(to_acc(x) + to_acc(y)); }); break;
+    case BinaryOp::Sub: each(a, b, o, [](T x, T y) { return from_acc<T>(to_acc(x) - to_acc(y)); }); break;
+    case BinaryOp::Mul: each(a, b, o, [](T x, T y) { return from_acc<T>(to_acc(x) * to_acc(y)); }); break;
     case BinaryOp::Div:
-      if constexpr (!std::is_integral_v<T>) {
-        TANDEM_EACH(from_acc<T>(x / y));
-      }
-      break;  // integers: refused on the host
+      if constexpr (!std::is_integral_v<T>) each(a, b, o, [](T x, T y) { return from_acc<T>(to_acc(x) / to_acc(y)); });
+      break;
     case BinaryOp::Pow:
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        if constexpr (std::is_integral_v<T>) {
-          o[j] = integer_pow<T>(a[j], b[j]);
-        } else {
-          o[j] = from_acc<T>(pow(double(to_acc(a[j])), double(to_acc(b[j]))));
-        }
+      if constexpr (std::is_integral_v<T>) {
+        each(a, b, o, [](T x, T y) { return integer_pow<T>(x, y); });
+      } else {
+        each(a, b, o, [](T x, T y) { return from_acc<T>(pow(double(to_acc(x)), double(to_acc(y)))); });
       }
       break;
-    case BinaryOp::Maximum: TANDEM_EACH(x > y || x != x ? a[j] : b[j]);
-    case BinaryOp::Minimum: TANDEM_EACH(x < y || x != x ? a[j] : b[j]);
+    case BinaryOp::Maximum:
+      each(a, b, o, [](T x, T y) {
+        const auto u = to_acc(x), v = to_acc(y);
+        return u > v || u != u ? x : y;
+      });
+      break;
+    case BinaryOp::Minimum:
+      each(a, b, o, [](T x, T y) {
+        const auto u = to_acc(x), v = to_acc(y);
+        return u < v || u != u ? x : y;
+      });
+      break;
     default: break;
-#undef TANDEM_EACH
   }
 }
 
-// o[j] = a[j] op b[j] for a comparison (Eq .. Ge), as 0/1 bytes.
+// o[j] = a[j] op b[j] for a comparison (Eq .. Ge), as 0/1 bytes, compared in the compute type.
 template <int N, typename T>
 __device__ __forceinline__ void comparison(BinaryOp op, const T (&a)[N], const T (&b)[N], uint8_t (&o)[N]) {
   switch (op) {
-#define TANDEM_EACH(cmp)                                                         \
-  _Pragma("unroll") for (int j = 0; j < N; ++j) o[j] = uint8_t(to_acc(a[j]) cmp to_acc(b[j])); \
-  break
-    case BinaryOp::Eq: TANDEM_EACH(==);
-    case BinaryOp::Ne: TANDEM_EACH(!=);
-    case BinaryOp::Lt: TANDEM_EACH(<);
-    case BinaryOp::Le: TANDEM_EACH(<=);
-    case BinaryOp::Gt: TANDEM_EACH(>);
-    case BinaryOp::Ge: TANDEM_EACH(>=);
+    case BinaryOp::Eq: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) == to_acc(y)); }); break;
+    case BinaryOp::Ne: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) != to_acc(y)); }); break;
+    case BinaryOp::Lt: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) < to_acc(y)); }); break;
+    case BinaryOp::Le: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) <= to_acc(y)); }); break;
+    case BinaryOp::Gt: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) > to_acc(y)); }); break;
+    case BinaryOp::Ge: each(a, b, o, [](T x, T y) { return uint8_t(to_acc(x) >= to_acc(y)); }); break;
     default: break;
-#undef TANDEM_EACH
   }
 }
 
