@@ -16,12 +16,15 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
 
-namespace tandem::testing {
+// In their own namespace: test_cuda_backend links every tests/gpu/test_cuda_*.cpp, and other
+// families' helper headers define similar names in tandem::testing.
+namespace tandem::testing::elementwise {
 
 inline bool have_gpu() { return cuda::visible_device_count() > 0; }
 
-#define SKIP_WITHOUT_GPU() \
-  if (!::tandem::testing::have_gpu()) GTEST_SKIP() << "no CUDA device: " << ::tandem::cuda::device_count_note()
+#define SKIP_ELEMENTWISE_WITHOUT_GPU()           \
+  if (!::tandem::testing::elementwise::have_gpu()) \
+  GTEST_SKIP() << "no CUDA device: " << ::tandem::cuda::device_count_note()
 
 inline Device gpu() { return Device::cuda(0); }
 
@@ -119,4 +122,4 @@ inline int64_t ulp_distance16(uint16_t a, uint16_t b, DType dtype) {
   return std::llabs(ordered(a) - ordered(b));
 }
 
-}  // namespace tandem::testing
+}  // namespace tandem::testing::elementwise

@@ -12,7 +12,7 @@
 
 #include "elementwise_test_util.h"
 
-namespace tandem::testing {
+namespace tandem::testing::elementwise {
 namespace {
 
 const BinaryOp kAllBinaryOps[] = {BinaryOp::Add, BinaryOp::Sub,     BinaryOp::Mul,     BinaryOp::Div, BinaryOp::Pow,
@@ -148,22 +148,22 @@ void check_float_dtype(DType dt, uint32_t seed) {
 }
 
 TEST(CudaElementwiseBinary, Float16RoundsTheFloat32ResultOnce) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   check_float_dtype(DType::Float16, 41);
 }
 
 TEST(CudaElementwiseBinary, BFloat16RoundsTheFloat32ResultOnce) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   check_float_dtype(DType::BFloat16, 42);
 }
 
 TEST(CudaElementwiseBinary, Float32MatchesTheCpuBitForBit) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   check_float_dtype(DType::Float32, 43);
 }
 
 TEST(CudaElementwiseBinary, Float64MatchesTheCpuBitForBit) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   check_float_dtype(DType::Float64, 44);
 }
 
@@ -183,7 +183,7 @@ Tensor integer_inputs(const Shape& shape, DType dt, BinaryOp op, bool exponent, 
 }
 
 TEST(CudaElementwiseBinary, IntegerDtypesMatchTheCpuBitForBit) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   std::mt19937 rng(45);
   for (DType dt : {DType::Int32, DType::Int64, DType::UInt8})
     for (const Config& c : configs()) {
@@ -205,7 +205,7 @@ TEST(CudaElementwiseBinary, IntegerDtypesMatchTheCpuBitForBit) {
 }
 
 TEST(CudaElementwiseBinary, BoolMasksCompareAndCombine) {
-  SKIP_WITHOUT_GPU();
+  SKIP_ELEMENTWISE_WITHOUT_GPU();
   std::mt19937 rng(46);
   for (const Config& c : configs()) {
     if (shape_numel(c.a) > 100000) continue;
@@ -223,4 +223,4 @@ TEST(CudaElementwiseBinary, BoolMasksCompareAndCombine) {
 }
 
 }  // namespace
-}  // namespace tandem::testing
+}  // namespace tandem::testing::elementwise
