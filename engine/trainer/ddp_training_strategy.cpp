@@ -52,9 +52,14 @@ void DDPTrainingStrategy::optimizer_step(optim::Optimizer& optimizer, const std:
   if (!before_step || before_step()) optimizer.step();
 }
 
+// NCCL moves only tensors on this rank's GPU; MPI takes host tensors (and stages device ones).
+Device DDPTrainingStrategy::comm_device() const {
+  return comm_->backend_name() == "nccl" ? device_ : Device::cpu();
+}
+
 double DDPTrainingStrategy::reduce(double value, ReduceFx reduce_fx) const {
   if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(value, DType::Float64);
+  Tensor t = Tensor::scalar(value, DType::Float64).to(comm_device());
   ReduceOp op = ReduceOp::Avg;
   switch (reduce_fx) {
     case ReduceFx::Mean: op = ReduceOp::Avg; break;
@@ -68,7 +73,7 @@ double DDPTrainingStrategy::reduce(double value, ReduceFx reduce_fx) const {
 
 bool DDPTrainingStrategy::reduce_any(bool decision) const {
   if (comm_->size() == 1) return decision;
-  Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32);
+  Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32).to(comm_device());
   comm_->allreduce(t, ReduceOp::Max);
   return t.item() != 0.0;
 }
@@ -79,19 +84,19 @@ void DDPTrainingStrategy::barrier(const std::string& where) const {
 
 int64_t DDPTrainingStrategy::broadcast_from_zero(int64_t value) const {
   if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(double(value), DType::Int64);
+  Tensor t = Tensor::scalar(double(value), DType::Int64).to(comm_device());
   comm_->broadcast(t, 0);
   return int64_t(t.item());
 }
 
 Tensor DDPTrainingStrategy::all_gather(const Tensor& tensor) const {
   NoGradGuard no_grad;
-  const Tensor local = tensor.detach().contiguous();
+  const Tensor local = tensor.detach().to(comm_device()).contiguous();
   Shape shape = local.shape();
   shape.insert(shape.begin(), comm_->size());
   Tensor out = Tensor::empty(shape, local.dtype(), local.device());
   comm_->allgather(local.reshape({local.numel()}), out.reshape({out.numel()}));
-  return out;
+  return out.to(tensor.device());
 }
 
 std::string DDPTrainingStrategy::summary() const {

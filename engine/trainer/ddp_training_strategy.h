@@ -56,6 +56,7 @@ class DDPTrainingStrategy : public TrainingStrategy {
  private:
   std::string name_;
   std::shared_ptr<collectives::Communicator> comm_;
+  Device comm_device() const;  // where scalars and gathered tensors go for the communicator
   Device device_;
   DType dtype_;
   int node_rank_;
