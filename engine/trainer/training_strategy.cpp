@@ -111,7 +111,9 @@ std::unique_ptr<TrainingStrategy> make_training_strategy(const ExecutionPlan& pl
   if (plan.strategy == "ddp" || plan.strategy == "ddp_spawn") {
     collectives::CommOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(runtime.collective_timeout_s * 1000.0));
-    auto comm = collectives::make_communicator(comm_backend_for(plan, runtime.process_group_backend), options);
+    // NCCL drives this rank's GPU (the plan's process device, e.g. cuda:3 for --trainer.devices=2,3).
+    auto comm = collectives::make_communicator(comm_backend_for(plan, runtime.process_group_backend), options,
+                                               device.is_cuda() ? device.index : -1);
     if (comm->size() != plan.world_size) {
       throw ConfigError("strategy=" + plan.strategy + " planned " + std::to_string(plan.world_size) +
                         " processes, but the " + comm->backend_name() + " communicator has " +
