@@ -4,8 +4,10 @@
 #include <nccl.h>
 
 #include <chrono>
-#include <functional>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "collectives/collective_checks.h"
 #include "collectives/mpi/mpi_communicator.h"
@@ -49,11 +51,39 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 }  // namespace
 
+// A CUDA event shared by a Work and the watchdog (whichever lets go last destroys it).
+struct DoneEvent {
+  cudaEvent_t event = nullptr;
+  DoneEvent() { cuda_check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"); }
+  ~DoneEvent() { cudaEventDestroy(event); }
+  DoneEvent(const DoneEvent&) = delete;
+  DoneEvent& operator=(const DoneEvent&) = delete;
+};
+
 struct NcclCommunicator::State {
-  ncclComm_t comm = nullptr;
+  ncclComm_t comm = nullptr;  // stays set after an abort (other threads may be reading it)
   cudaStream_t stream = nullptr;
   int rank = 0, size = 1, local_rank = 0, local_size = 1, device = 0;
+
+  // ---- failure and watchdog (guarded by mutex) ----
+  // The watchdog thread enforces the deadlines of operations whose wait() only ordered the
+  // compute stream after them (no host sync): every millisecond it queries their done events
+  // and NCCL's asynchronous error; a missed deadline or an error aborts the communicator, so the
+  // kernels of every rank return instead of hanging, and the next call on this communicator
+  // throws CommError with the reason.
+  struct Watched {
+    std::shared_ptr<DoneEvent> done;
+    Clock::time_point deadline;
+    std::string what;
+    int64_t timeout_ms;
+  };
+  mutable std::mutex mutex;
+  std::condition_variable wake;
   std::string failure;  // set once aborted
+  bool aborted = false;
+  bool stopping = false;
+  std::vector<Watched> watched;
+  std::thread watchdog;
 
   void check(ncclResult_t rc, const std::string& what) {
     if (rc == ncclSuccess || rc == ncclInProgress) return;
@@ -63,12 +93,17 @@ struct NcclCommunicator::State {
     throw CommError(msg);
   }
   void abort(const std::string& why) {
-    if (!failure.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    abort_locked(why);
+  }
+  void abort_locked(const std::string& why) {
+    if (aborted) return;
+    aborted = true;
     failure = why;
-    if (comm) ncclCommAbort(comm);
-    comm = nullptr;
+    if (comm) ncclCommAbort(comm);  // thread-safe against NCCL calls in flight on other threads
   }
   void check_usable(const std::string& what) const {
+    std::lock_guard<std::mutex> lock(mutex);
     if (!failure.empty())
       throw CommError(what + ": this NCCL communicator failed earlier (" + failure + "); create a new one");
   }
@@ -87,42 +122,115 @@ struct NcclCommunicator::State {
     cuda_check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent(nccl stream)");
     cudaEventDestroy(ready);
   }
+
+  void watch(std::shared_ptr<DoneEvent> done, int64_t timeout_ms, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    watched.push_back({std::move(done), Clock::now() + std::chrono::milliseconds(timeout_ms), what, timeout_ms});
+    wake.notify_one();
+  }
+  void start_watchdog() {
+    watchdog = std::thread([this] {
+      cudaSetDevice(device);
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!stopping) {
+        poll_locked();
+        wake.wait_for(lock, watched.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1));
+      }
+    });
+  }
+  void stop_watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_one();
+    if (watchdog.joinable()) watchdog.join();
+  }
+  void poll_locked() {
+    if (aborted) {
+      watched.clear();
+      return;
+    }
+    const auto now = Clock::now();
+    for (size_t i = 0; i < watched.size();) {
+      const cudaError_t q = cudaEventQuery(watched[i].done->event);
+      if (q == cudaSuccess) {
+        watched[i] = std::move(watched.back());
+        watched.pop_back();
+        continue;
+      }
+      const std::string who = watched[i].what + " on rank " + std::to_string(rank) + " of " + std::to_string(size);
+      if (q != cudaErrorNotReady) {
+        cudaGetLastError();
+        abort_locked(who + " failed on the device: " + cudaGetErrorString(q));
+        return;
+      }
+      if (now >= watched[i].deadline) {
+        abort_locked(who + " did not complete within " + std::to_string(watched[i].timeout_ms) +
+                     " ms (a rank is missing or stuck); the communicator was aborted, so the other ranks fail too");
+        return;
+      }
+      ++i;
+    }
+    if (!watched.empty() && comm) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress)
+        abort_locked("NCCL reported an asynchronous error on rank " + std::to_string(rank) + " of " +
+                     std::to_string(size) + ": " + ncclGetErrorString(async));
+    }
+  }
 };
 
 namespace {
 
+// One NCCL operation. wait() on an ordinary operation is stream-only: the compute stream waits
+// for the done event and the watchdog enforces the deadline, so the host never blocks and the
+// optimizer's kernels queue behind the last bucket at once. A host-blocking operation (barrier)
+// polls on the host until done, as a barrier must.
 class NcclWork : public Work {
  public:
   NcclWork(std::string description, Millis timeout, std::shared_ptr<NcclCommunicator::State> state,
-           std::vector<Tensor> keep_alive, std::function<void()> after)
+           std::vector<Tensor> keep_alive, bool host_blocking = false)
       : Work(std::move(description), timeout), state_(std::move(state)), keep_alive_(std::move(keep_alive)),
-        after_(std::move(after)) {
-    cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_check(cudaEventRecord(done_, state_->stream), "cudaEventRecord(nccl done)");
+        done_(std::make_shared<DoneEvent>()), host_blocking_(host_blocking) {
+    cuda_check(cudaEventRecord(done_->event, state_->stream), "cudaEventRecord(nccl done)");
   }
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  ~NcclWork() override {
+    // Dropped without wait(): later compute work (which may reuse these tensors' memory)
+    // still runs after the operation.
+    if (!ordered_) cudaStreamWaitEvent(cuda::compute_stream(state_->device), done_->event, 0);
+  }
 
   bool is_completed() override {
     if (finished_) return true;
-    const cudaError_t q = cudaEventQuery(done_);
+    const cudaError_t q = cudaEventQuery(done_->event);
     if (q == cudaErrorNotReady) return false;
     cuda_check(q, "cudaEventQuery");
-    finish();
+    finished_ = true;
+    order_compute_after();
     return true;
   }
 
   void wait(Millis timeout) override {
+    state_->check_usable(description());
+    if (!host_blocking_) {
+      if (!ordered_) {
+        order_compute_after();
+        state_->watch(done_, timeout.count(), description());
+      }
+      return;
+    }
     const auto deadline = Clock::now() + timeout;
     while (!is_completed()) {
-      if (state_->comm) {
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(state_->comm, &async);
-        if (async != ncclSuccess && async != ncclInProgress) {
-          const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
-                                  std::to_string(state_->size) + " failed in NCCL: " + ncclGetErrorString(async);
-          state_->abort(msg);
-          throw CommError(msg + "; the communicator was aborted");
-        }
+      state_->check_usable(description());  // the watchdog may have aborted meanwhile
+      ncclResult_t async = ncclSuccess;
+      if (state_->comm) ncclCommGetAsyncError(state_->comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
+                                std::to_string(state_->size) + " failed in NCCL: " + ncclGetErrorString(async);
+        state_->abort(msg);
+        throw CommError(msg + "; the communicator was aborted");
       }
       if (Clock::now() >= deadline) {
         const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
@@ -136,19 +244,21 @@ class NcclWork : public Work {
   }
 
  private:
-  void finish() {
-    finished_ = true;
-    // Later kernels on the compute stream see the result.
-    cudaStreamWaitEvent(cuda::compute_stream(state_->device), done_, 0);
-    if (after_) after_();
+  // Kernels queued on the compute stream from now on see the result; the tensors can go (their
+  // memory is reused only by compute-stream work, which is now ordered after this operation).
+  void order_compute_after() {
+    if (ordered_) return;
+    cuda_check(cudaStreamWaitEvent(cuda::compute_stream(state_->device), done_->event, 0), "cudaStreamWaitEvent(compute)");
+    ordered_ = true;
     keep_alive_.clear();
   }
 
   std::shared_ptr<NcclCommunicator::State> state_;
   std::vector<Tensor> keep_alive_;
-  std::function<void()> after_;
-  cudaEvent_t done_ = nullptr;
+  std::shared_ptr<DoneEvent> done_;
+  bool host_blocking_ = false;
   bool finished_ = false;
+  bool ordered_ = false;
 };
 
 }  // namespace
@@ -187,15 +297,17 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int device_index,
                     "; NCCL needs one GPU per rank (check --trainer.devices and the number of processes)");
   }
   cuda_check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  s.start_watchdog();
 }
 
 NcclCommunicator::~NcclCommunicator() {
   State& s = *state_;
+  s.stop_watchdog();
   if (s.stream) {
-    cudaStreamSynchronize(s.stream);
+    if (!s.aborted) cudaStreamSynchronize(s.stream);  // an aborted comm's kernels have returned
     cudaStreamDestroy(s.stream);
   }
-  if (s.comm) ncclCommDestroy(s.comm);
+  if (s.comm && !s.aborted) ncclCommDestroy(s.comm);  // ncclCommAbort already freed an aborted one
 }
 
 int NcclCommunicator::rank() const { return state_->rank; }
@@ -218,7 +330,7 @@ WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& 
   state_->check(ncclAllReduce(input.raw_data(), output.raw_data(), size_t(input.numel()), nccl_dtype(input.dtype()),
                               nccl_op(op), state_->comm, state_->stream),
                 what);
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output});
 }
 
 WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) {
@@ -237,7 +349,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
     state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
                                     nccl_op(op), state_->comm, state_->stream),
                   what);
-    return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+    return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output});
   }
   // Uneven chunks: reduce everything, then copy this rank's chunk (on the NCCL stream).
   Tensor full = Tensor::empty({n}, input.dtype(), input.device());
@@ -247,7 +359,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   const size_t bytes = size_t(output.numel()) * dtype_size(input.dtype());
   const char* src = static_cast<const char*>(full.raw_data()) + size_t(chunk_offset(n, size(), rank())) * dtype_size(input.dtype());
   cuda_check(cudaMemcpyAsync(output.raw_data(), src, bytes, cudaMemcpyDeviceToDevice, state_->stream), "cudaMemcpyAsync");
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output, full}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output, full});
 }
 
 WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& output) {
@@ -278,7 +390,7 @@ WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& 
     }
     state_->check(ncclGroupEnd(), what);
   }
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output});
 }
 
 WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
@@ -291,13 +403,19 @@ WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
   state_->check(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
                               root, state_->comm, state_->stream),
                 what);
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor});
 }
 
 WorkHandle NcclCommunicator::barrier_async() {
-  // A one-element allreduce on this device: completes only when every rank has arrived.
+  // A one-element allreduce on this device: completes only when every rank has arrived. Its
+  // wait() blocks the host (the one host-blocking operation: ranks meet around file writes).
+  const std::string what = "barrier";
+  state_->check_usable(what);
   Tensor token = Tensor::zeros({1}, DType::Float32, Device::cuda(state_->device));
-  return allreduce_async(token, token, ReduceOp::Sum);
+  state_->order_after_compute();
+  state_->check(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclFloat32, ncclSum, state_->comm, state_->stream),
+                what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{token}, /*host_blocking=*/true);
 }
 
 WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) {
@@ -311,7 +429,7 @@ WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) 
   state_->check(ncclSend(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, state_->comm,
                          state_->stream),
                 what);
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor});
 }
 
 WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) {
@@ -324,7 +442,7 @@ WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) 
   state_->check(ncclRecv(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), src, state_->comm,
                          state_->stream),
                 what);
-  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor}, nullptr);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor});
 }
 
 }  // namespace tandem::collectives

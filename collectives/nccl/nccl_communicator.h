@@ -7,11 +7,14 @@
 //
 // Streams: NCCL runs on a stream of its own. Each operation first makes that stream wait for
 // the work already queued on the compute stream (an event, no host sync), then records a "done"
-// event after the NCCL call. is_completed() queries that event; wait(timeout) polls it together
-// with ncclCommGetAsyncError until it completes or the deadline passes, then makes the compute
-// stream wait for the done event, so kernels queued after wait() see the result. On a timeout
-// or an asynchronous NCCL error the communicator is aborted (ncclCommAbort: the other ranks'
-// pending operations fail too instead of hanging) and CommError names the operation.
+// event after the NCCL call. is_completed() queries that event. wait(timeout) does not block the
+// host: it makes the compute stream wait for the done event (kernels queued after wait() see the
+// result; a host read such as item() or to(cpu) waits for it) and hands the event and deadline
+// to the communicator's watchdog thread, which polls events and ncclCommGetAsyncError every
+// millisecond. On a missed deadline or an asynchronous NCCL error the watchdog aborts the
+// communicator (ncclCommAbort: this rank's kernels return and the other ranks' pending
+// operations fail too instead of hanging), and the next call throws CommError naming the
+// operation. barrier() is the exception: its wait blocks the host until every rank arrived.
 //
 // Tensors must live on this communicator's device (host tensors: use the mpi backend).
 // reduce_scatter and allgather with counts that do not divide by the world size (the
