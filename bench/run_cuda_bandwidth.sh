@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${TANDEM_BUILD_DIR:-build}
-if [ ! -x "$BUILD_DIR/bin/bench_cuda_bandwidth" ] || [ -z "${TANDEM_NO_BUILD:-}" ]; then
+if [ -z "${TANDEM_NO_BUILD:-}" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$BUILD_DIR" --target bench_cuda_bandwidth -j "${TANDEM_JOBS:-$(nproc)}" >/dev/null
 fi

@@ -5,10 +5,12 @@
 #   bench/run_gemm_cuda.sh [reps]     (TANDEM_ALLOW_TF32=1 to time float32 with TF32 on both sides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh >/dev/null
+# TANDEM_BUILD_DIR=build-gpu TANDEM_NO_BUILD=1 runs a binary built elsewhere (the lent GPU machine).
+BUILD_DIR=${TANDEM_BUILD_DIR:-build}
+[ -n "${TANDEM_NO_BUILD:-}" ] || scripts/build.sh >/dev/null
 REPS=${1:-20}
-out=$(build/bin/bench_gemm_cuda "$REPS")
-/usr/bin/python3 - "$out" <<'PY'
+out=$("$BUILD_DIR"/bin/bench_gemm_cuda "$REPS")
+${PYTHON:-python3} - "$out" <<'PY'
 import json, sys
 rows = {}
 for line in sys.argv[1].splitlines():
