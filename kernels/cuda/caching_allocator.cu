@@ -52,7 +52,12 @@ struct PendingBlock {
 
 bool events_done(const PendingBlock& b) {
   for (cudaEvent_t e : b.events)
-    if (cudaEventQuery(e) == cudaErrorNotReady) return false;
+    if (cudaEventQuery(e) == cudaErrorNotReady) {
+      // cudaErrorNotReady is recorded as the thread's last runtime error; left there, the next
+      // TANDEM_CUDA_CHECK_LAUNCH (cudaGetLastError) or CUB call would report it as a failure.
+      cudaGetLastError();
+      return false;
+    }
   return true;
 }
 

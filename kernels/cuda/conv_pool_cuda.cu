@@ -265,6 +265,10 @@ ConvChoice choose(cudnnHandle_t h, ConvPass pass, const ConvProblem& pr, int dev
   if (it == g_choices.end()) {
     int max_count = 0, count = 0, best = -1;
     ConvChoice c;
+    // Rank under the problem's requested math mode: `d` may still carry the mode another pass
+    // chose (backward data before backward filter), which would make this pass's cached choice
+    // depend on the order the passes first ran.
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, requested_math(pr)));
     if (pass == ConvPass::Forward) {
       TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
@@ -341,7 +345,9 @@ void CudaBackend::conv2d(const TensorView& x, const TensorView& w, const TensorV
                          const TensorView& y) {
   cudnn_type(x.dtype);  // dtype check first
   if (y.numel() == 0) return;
-  if (x.shape[1] == 0) {  // no input channels: the sum is empty, y = bias (or 0)
+  // No input element (C == 0, or H/W == 0 with enough padding for a non-empty output): every
+  // window sums nothing, y = bias (or 0), as on the CPU. cuDNN rejects zero-sized dims.
+  if (x.numel() == 0) {
     zero_fill(y);
     if (bias) add_bias(y, *bias);
     return;
