@@ -160,8 +160,8 @@ struct NcclCommunicator::State {
         continue;
       }
       const std::string who = watched[i].what + " on rank " + std::to_string(rank) + " of " + std::to_string(size);
+      cudaGetLastError();  // clears "not ready" (recorded as this thread's last error) or the failure
       if (q != cudaErrorNotReady) {
-        cudaGetLastError();
         abort_locked(who + " failed on the device: " + cudaGetErrorString(q));
         return;
       }
@@ -205,7 +205,10 @@ class NcclWork : public Work {
   bool is_completed() override {
     if (finished_) return true;
     const cudaError_t q = cudaEventQuery(done_->event);
-    if (q == cudaErrorNotReady) return false;
+    if (q == cudaErrorNotReady) {
+      cudaGetLastError();  // "not ready" is also recorded as this thread's last error: clear it
+      return false;
+    }
     cuda_check(q, "cudaEventQuery");
     finished_ = true;
     order_compute_after();
