@@ -91,7 +91,10 @@ class DeviceCache {
     ++stats_.requests;
     stats_.allocated_bytes += int64_t(size);
     if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
-    if (poison_enabled()) TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, size, compute_stream(device_)));
+    if (poison_enabled()) {
+      DeviceGuard guard(device_);
+      TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, size, compute_stream(device_)));
+    }
     return p;
   }
 
