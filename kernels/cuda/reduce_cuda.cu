@@ -136,7 +136,7 @@ void reduce_cols(const typename P::In* x, int64_t outer, int64_t r, int64_t inne
       x, outer, r, inner, W, R, tiles, splits, chunk, out, partials.as<Acc>());
   TANDEM_CUDA_CHECK_LAUNCH("reduce columns (tiles)");
   if (splits > 1) {
-    combine_col_partials_kernel<P><<<grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream>>>(
+    combine_col_partials_kernel<P><<<grid_of(outer * ceil_div(inner, 32), 1), kBlockThreads, 0, stream>>>(
         partials.as<Acc>(), outer, splits, inner, r, out);
     TANDEM_CUDA_CHECK_LAUNCH("reduce columns (combine chunks)");
   }

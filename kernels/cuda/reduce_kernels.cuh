@@ -8,7 +8,8 @@
 //   reduce_cols_direct_kernel inner > 1 with enough outputs: a thread per output, loop over r.
 //   reduce_cols_tile_kernel   inner > 1 otherwise: a block covers W adjacent columns and R rows
 //                             at a time (W*R <= 256, contiguous reads), optionally one chunk of
-//                             r per block, finished by combine_col_partials_kernel.
+//                             r per block, finished by combine_col_partials_kernel (32
+//                             columns x 8 split lanes per block).
 // Every kernel loops grid-stride over its work items, so any grid size is correct; loops that
 // contain __syncthreads or full-warp shuffles have block- or warp-uniform trip counts.
 #pragma once
@@ -231,17 +232,33 @@ reduce_cols_tile_kernel(const typename P::In* x, int64_t outer, int64_t r, int64
 }
 
 // Second pass of a split column reduction: out[o, j] = finish(combine over s of
-// partials[o, s, j]), s in increasing order.
+// partials[o, s, j]). A block covers 32 adjacent columns with 8 split lanes each: lane sl
+// combines s = sl, sl + 8, ... in increasing order (each step reads 32 contiguous Accs), then
+// the 8 lanes meet in a fixed shared-memory tree, as in reduce_cols_tile_kernel.
 template <class P>
 __global__ void __launch_bounds__(kBlockThreads)
 combine_col_partials_kernel(const typename P::Acc* partials, int64_t outer, int64_t splits, int64_t inner, int64_t r,
                             typename P::Out* out) {
-  const int64_t n = outer * inner;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = k / inner, j = k - o * inner;
+  constexpr int kCols = 32, kLanes = kBlockThreads / kCols;
+  __shared__ SharedAccs<typename P::Acc, kBlockThreads> shared;
+  typename P::Acc* lanes = shared.get();
+  const int c = threadIdx.x % kCols, sl = threadIdx.x / kCols;
+  const int64_t col_blocks = (inner + kCols - 1) / kCols, total = outer * col_blocks;
+  for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {  // block-uniform
+    const int64_t o = b / col_blocks, j = (b % col_blocks) * kCols + c;
     typename P::Acc acc = P::identity();
-    for (int64_t s = 0; s < splits; ++s) acc = P::combine(acc, partials[(o * splits + s) * inner + j]);
-    out[k] = P::finish(acc, r);
+    if (j < inner)
+      for (int64_t s = sl; s < splits; s += kLanes) acc = P::combine(acc, partials[(o * splits + s) * inner + j]);
+    __syncthreads();  // the previous work item's tree is done with `lanes`
+    lanes[threadIdx.x] = acc;
+    for (int h = kLanes / 2; h > 0; h >>= 1) {
+      __syncthreads();
+      if (sl < h) {
+        acc = P::combine(acc, lanes[threadIdx.x + h * kCols]);
+        lanes[threadIdx.x] = acc;
+      }
+    }
+    if (sl == 0 && j < inner) out[o * inner + j] = P::finish(acc, r);
   }
 }
 
