@@ -23,14 +23,6 @@ namespace tandem::cuda::reduce_detail {
 constexpr int kBlockThreads = 256;  // every kernel here is launched with this block size
 constexpr int kUnroll = 4;          // loads in flight per thread in the streaming loops
 
-// Block shared scratch for Accs: raw bytes, since some Accs are not default-constructible in
-// shared memory declarations (half types' constructors).
-template <typename Acc, int N>
-struct alignas(16) SharedAccs {
-  unsigned char bytes[N * sizeof(Acc)];
-  __device__ Acc* get() { return reinterpret_cast<Acc*>(bytes); }
-};
-
 // Tree over `width` adjacent lanes (a power of two <= 32); lane 0 of each segment gets the
 // result. Every lane of the warp must call it.
 template <class P, int kWidth>
@@ -138,13 +130,13 @@ template <class P>
 __global__ void __launch_bounds__(kBlockThreads)
 reduce_rows_block_kernel(const typename P::In* x, int64_t rows, int64_t r, int64_t splits, int64_t chunk,
                          typename P::Out* out, typename P::Acc* partials) {
-  __shared__ SharedAccs<typename P::Acc, 32> scratch;
+  __shared__ typename P::Acc scratch[32];
   const int64_t total = rows * splits;
   for (int64_t g = blockIdx.x; g < total; g += gridDim.x) {
     const int64_t row = g / splits, begin = (g % splits) * chunk;
     const int64_t end = begin + chunk < r ? begin + chunk : r;
     typename P::Acc acc = reduce_range<P>(x + row * r + begin, end - begin, begin, threadIdx.x, kBlockThreads);
-    acc = block_reduce<P>(acc, scratch.get());
+    acc = block_reduce<P>(acc, scratch);
     if (threadIdx.x == 0) {
       if (splits == 1) out[row] = P::finish(acc, r);
       else partials[g] = acc;
@@ -157,11 +149,11 @@ template <class P>
 __global__ void __launch_bounds__(kBlockThreads)
 combine_row_partials_kernel(const typename P::Acc* partials, int64_t rows, int64_t splits, int64_t r,
                             typename P::Out* out) {
-  __shared__ SharedAccs<typename P::Acc, 32> scratch;
+  __shared__ typename P::Acc scratch[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     typename P::Acc acc = P::identity();
     for (int64_t s = threadIdx.x; s < splits; s += kBlockThreads) acc = P::combine(acc, partials[row * splits + s]);
-    acc = block_reduce<P>(acc, scratch.get());
+    acc = block_reduce<P>(acc, scratch);
     if (threadIdx.x == 0) out[row] = P::finish(acc, r);
   }
 }
@@ -204,8 +196,7 @@ template <class P>
 __global__ void __launch_bounds__(kBlockThreads)
 reduce_cols_tile_kernel(const typename P::In* x, int64_t outer, int64_t r, int64_t inner, int W, int R, int64_t tiles,
                         int64_t splits, int64_t chunk, typename P::Out* out, typename P::Acc* partials) {
-  __shared__ SharedAccs<typename P::Acc, kBlockThreads> shared;
-  typename P::Acc* lanes = shared.get();
+  __shared__ typename P::Acc lanes[kBlockThreads];
   const int jj = threadIdx.x % W, rl = threadIdx.x / W;
   const int64_t total = outer * tiles * splits;
   for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
@@ -240,8 +231,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 combine_col_partials_kernel(const typename P::Acc* partials, int64_t outer, int64_t splits, int64_t inner, int64_t r,
                             typename P::Out* out) {
   constexpr int kCols = 32, kLanes = kBlockThreads / kCols;
-  __shared__ SharedAccs<typename P::Acc, kBlockThreads> shared;
-  typename P::Acc* lanes = shared.get();
+  __shared__ typename P::Acc lanes[kBlockThreads];
   const int c = threadIdx.x % kCols, sl = threadIdx.x / kCols;
   const int64_t col_blocks = (inner + kCols - 1) / kCols, total = outer * col_blocks;
   for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {  // block-uniform
