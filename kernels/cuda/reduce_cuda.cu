@@ -113,7 +113,8 @@ void reduce_cols(const typename P::In* x, int64_t outer, int64_t r, int64_t inne
   using Acc = typename P::Acc;
   const int64_t outputs = outer * inner;
   if (outputs >= kTargetThreads && (inner >= 32 || r <= 8)) {
-    reduce_cols_direct_kernel<P><<<grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream>>>(x, outer, r, inner, out);
+    reduce_cols_direct_kernel<P><<<grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream>>>(x, outer, r, inner,
+                                                                                               out);
     TANDEM_CUDA_CHECK_LAUNCH("reduce columns (thread per output)");
     return;
   }
