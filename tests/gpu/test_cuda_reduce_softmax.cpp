@@ -370,7 +370,7 @@ TEST(CudaCrossEntropy, LossAndGradientMatchCpuWithIgnoredRowsAndLabelSmoothing) 
         for (Reduction red : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
           Tensor logits = make_input(normal_values(rows * classes, rng, 2.0f), {rows, classes}, dt);
           Tensor target = targets_with_ignored(rows, classes, ignore, rng);
-          Tensor lg = logits.to(kGpu).requires_grad_(), lc = reference_input(logits).requires_grad_();
+          Tensor lg = logits.to(kGpu).detach().requires_grad_(), lc = reference_input(logits).detach().requires_grad_();
           Tensor got = cross_entropy(lg, target.to(kGpu), red, ignore, ls);
           Tensor want = cross_entropy(lc, target, red, ignore, ls);
           const std::string what = std::string("cross_entropy ") + dtype_name(dt) + " ignore " +
@@ -411,7 +411,7 @@ TEST(CudaCrossEntropy, SpatialTargetsMatchCpu) {
   for (size_t i = 0; i < t.size(); ++i) t[i] = i % 11 == 0 ? -100 : int64_t(i % 5);
   Tensor target = Tensor::from_vector(t, {2, 7, 9});
   for (Reduction red : {Reduction::None, Reduction::Mean}) {
-    Tensor lg = logits.to(kGpu).requires_grad_(), lc = logits.detach().requires_grad_();
+    Tensor lg = logits.to(kGpu).detach().requires_grad_(), lc = logits.detach().requires_grad_();
     Tensor got = cross_entropy(lg, target.to(kGpu), red, -100, 0.05), want = cross_entropy(lc, target, red, -100, 0.05);
     EXPECT_EQ(got.shape(), want.shape());
     const std::vector<double> w = want.to_vector<double>();
@@ -429,7 +429,7 @@ TEST(CudaCrossEntropy, AllRowsIgnoredGivesTheCpusZeroSumAndNaNMean) {
   Tensor logits = Tensor::from_vector(std::vector<float>(24, 0.5f), {6, 4});
   Tensor target = Tensor::full({6}, -100, DType::Int64);
   for (double ls : {0.0, 0.2}) {
-    Tensor lg = logits.to(kGpu).requires_grad_();
+    Tensor lg = logits.to(kGpu).detach().requires_grad_();
     Tensor s = cross_entropy(lg, target.to(kGpu), Reduction::Sum, -100, ls);
     EXPECT_EQ(s.item(), cross_entropy(logits, target, Reduction::Sum, -100, ls).item());
     EXPECT_EQ(s.item(), 0.0);
