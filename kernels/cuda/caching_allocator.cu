@@ -66,6 +66,22 @@ void destroy_events(PendingBlock& b) {
   b.events.clear();
 }
 
+using FreeLists = std::map<size_t, std::vector<void*>>;  // size class -> free blocks
+
+// Moves the pending blocks whose streams are done with them onto the free lists.
+void move_finished_to_free(std::vector<PendingBlock>& pending, FreeLists& free_lists) {
+  for (size_t i = 0; i < pending.size();) {
+    if (events_done(pending[i])) {
+      destroy_events(pending[i]);
+      free_lists[pending[i].size].push_back(pending[i].ptr);
+      pending[i] = std::move(pending.back());
+      pending.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
 struct LiveBlock {
   size_t size;
   std::vector<cudaStream_t> other_streams;
@@ -146,18 +162,7 @@ class DeviceCache {
   }
 
  private:
-  void collect_pending() {
-    for (size_t i = 0; i < pending_.size();) {
-      if (events_done(pending_[i])) {
-        destroy_events(pending_[i]);
-        free_[pending_[i].size].push_back(pending_[i].ptr);
-        pending_[i] = pending_.back();
-        pending_.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
+  void collect_pending() { move_finished_to_free(pending_, free_); }
 
   // Returns free blocks to the driver. cudaFree waits for the device, so queued kernels that
   // still use a block (stream-ordered reuse) finish first.
@@ -209,7 +214,7 @@ class DeviceCache {
 
   const int device_;
   std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;
+  FreeLists free_;
   std::unordered_map<void*, LiveBlock> live_;
   std::vector<PendingBlock> pending_;
   AllocatorStats stats_;
@@ -236,16 +241,7 @@ class PinnedCache {
  public:
   void* allocate(size_t nbytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < pending_.size();) {
-      if (events_done(pending_[i])) {
-        destroy_events(pending_[i]);
-        free_[pending_[i].size].push_back(pending_[i].ptr);
-        pending_[i] = pending_.back();
-        pending_.pop_back();
-      } else {
-        ++i;
-      }
-    }
+    move_finished_to_free(pending_, free_);
     const size_t size = size_class(nbytes);
     auto it = free_.find(size);
     void* p = nullptr;
@@ -282,7 +278,7 @@ class PinnedCache {
 
  private:
   std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;
+  FreeLists free_;
   std::unordered_map<void*, size_t> live_;
   std::vector<PendingBlock> pending_;
 };
