@@ -67,7 +67,7 @@ TEST(CudaTraining, FitOnOneGpuMatchesTheCpuFromTheSameSeed) {
 TEST(CudaTraining, MixedPrecisionTrainsFloat32MasterWeightsCloseToFloat32) {
   SKIP_WITHOUT_GPU();
   double val32 = 0, val_bf16 = 0, val_fp16 = 0, val_start = 0;
-  fit_weights("cuda", "32-true", 1, &val_start);
+  fit_weights("cuda", "32-true", 8, &val_start);  // one epoch (8 batches of 32): validation has run
   const auto w32 = fit_weights("cuda", "32-true", 48, &val32);
   const auto wbf16 = fit_weights("cuda", "bf16-mixed", 48, &val_bf16);
   const GradScaler* scaler = nullptr;
