@@ -1,0 +1,100 @@
+// `tandem fit` on the GPU as a user runs it, on a tiny generated Fashion-MNIST (label gpu; the
+// GPU cases skip without a device):
+//   - accelerator=cuda trains and lands where the CPU does from the same seed;
+//   - precision=bf16-mixed and 16-mixed train to nearly the same validation loss;
+//   - DDP over NCCL at one rank (mpirun -np 1) trains and says it ran over nccl;
+//   - mixed precision on the CPU is a usage error (exit 2), GPU or not.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "kernels/cuda/device_query.h"
+#include "tests/support/run_command.h"
+#include "tiny_idx_dataset.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+// "| val_loss | 2.31 |" -> 2.31 from the final metrics table.
+double table_value(const std::string& output, const std::string& name) {
+  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+naif]+)\\s*\\|");
+  std::smatch m;
+  if (!std::regex_search(output, m, row)) return std::nan("");
+  return std::stod(m[1]);
+}
+
+class CudaCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::path(::testing::TempDir()) / ("tandem_cuda_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "data");
+    write_tiny_fashion_mnist((dir / "data").string(), 240, 60);
+    common = "--data.root=" + (dir / "data").string() + " --data.val_size=48 --data.batch_size=16 " +
+             "--trainer.max_epochs=3 --trainer.default_root_dir=" + (dir / "runs").string() +
+             " --trainer.enable_progress_bar=false --model.hidden=[64] --seed_everything=5";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  CliRun fit(const std::string& args, const std::string& launcher = "") {
+    const CommandResult r = run_command("cd '" + dir.string() + "' && env OMPI_ALLOW_RUN_AS_ROOT=1 "
+                                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + launcher + " " + TANDEM_CLI_PATH +
+                                        " fit " + common + " " + args);
+    return {r.exit_code, r.out + r.err};
+  }
+  fs::path dir;
+  std::string common;
+};
+
+#define SKIP_WITHOUT_GPU()                     \
+  if (tandem::cuda::visible_device_count() == 0) \
+  GTEST_SKIP() << "no CUDA device: " << tandem::cuda::device_count_note()
+
+TEST_F(CudaCli, FitOnTheGpuLandsWhereTheCpuDoes) {
+  SKIP_WITHOUT_GPU();
+  const CliRun cpu = fit("--trainer.accelerator=cpu");
+  const CliRun gpu = fit("--trainer.accelerator=cuda --trainer.devices=1");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  const double a = table_value(cpu.output, "val_loss"), b = table_value(gpu.output, "val_loss");
+  ASSERT_TRUE(std::isfinite(a) && std::isfinite(b)) << cpu.output << gpu.output;
+  EXPECT_NEAR(a, b, 1e-3 * (1 + std::abs(a)));
+}
+
+TEST_F(CudaCli, MixedPrecisionTrainsToNearlyTheSameLoss) {
+  SKIP_WITHOUT_GPU();
+  const CliRun full = fit("--trainer.accelerator=cuda");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const double reference = table_value(full.output, "val_loss");
+  for (const char* precision : {"bf16-mixed", "16-mixed"}) {
+    const CliRun run = fit(std::string("--trainer.accelerator=cuda --trainer.precision=") + precision);
+    ASSERT_EQ(run.exit_code, 0) << precision << "\n" << run.output;
+    EXPECT_NE(run.output.find(std::string("precision=") + precision), std::string::npos) << run.output;
+    EXPECT_NEAR(table_value(run.output, "val_loss"), reference, 0.05) << precision;
+  }
+}
+
+TEST_F(CudaCli, DdpOverNcclAtOneRankTrains) {
+  SKIP_WITHOUT_GPU();
+  const CliRun run = fit("--trainer.accelerator=cuda --trainer.devices=1 --trainer.strategy=ddp",
+                         std::string(TANDEM_MPIEXEC_PATH) + " -np 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("over nccl"), std::string::npos) << run.output;
+  EXPECT_TRUE(std::isfinite(table_value(run.output, "val_loss"))) << run.output;
+}
+
+TEST_F(CudaCli, MixedPrecisionOnTheCpuIsAUsageError) {
+  const CliRun run = fit("--trainer.accelerator=cpu --trainer.precision=bf16-mixed");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("trains on CUDA only"), std::string::npos) << run.output;
+}
+
+}  // namespace
