@@ -85,12 +85,36 @@ struct NcclCommunicator::State {
   std::vector<Watched> watched;
   std::thread watchdog;
 
+  // Called with `mutex` held (the lock enter() returns).
   void check(ncclResult_t rc, const std::string& what) {
     if (rc == ncclSuccess || rc == ncclInProgress) return;
     const std::string msg = what + " failed in NCCL: " + ncclGetErrorString(rc) + " (" +
                             std::string(ncclGetLastError(comm)) + ")";
-    abort(msg);
+    abort_locked(msg);
     throw CommError(msg);
+  }
+  // Locks `mutex` for the enqueueing of one operation and throws if the communicator failed.
+  // ncclCommAbort frees the communicator (nccl.h) and NCCL allows only one thread at a time to
+  // operate a communicator, so the watchdog's abort must never run while this thread is inside
+  // an NCCL call on `comm`, nor between the usability check and that call: holding the lock
+  // across both serializes them (the watchdog takes the same lock to abort).
+  std::unique_lock<std::mutex> enter(const std::string& what) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!failure.empty())
+      throw CommError(what + ": this NCCL communicator failed earlier (" + failure + "); create a new one");
+    return lock;
+  }
+  // NCCL's asynchronous error, or ncclSuccess once aborted (the comm is freed then; the caller's
+  // check_usable reports the failure). Locked so an abort cannot free `comm` under the query.
+  ncclResult_t async_error() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ncclResult_t async = ncclSuccess;
+    if (!aborted && comm) ncclCommGetAsyncError(comm, &async);
+    return async;
+  }
+  bool is_aborted() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return aborted;
   }
   void abort(const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -100,7 +124,7 @@ struct NcclCommunicator::State {
     if (aborted) return;
     aborted = true;
     failure = why;
-    if (comm) ncclCommAbort(comm);  // thread-safe against NCCL calls in flight on other threads
+    if (comm) ncclCommAbort(comm);  // frees comm; no other thread is in an NCCL call on it (enter())
   }
   void check_usable(const std::string& what) const {
     std::lock_guard<std::mutex> lock(mutex);
@@ -227,8 +251,7 @@ class NcclWork : public Work {
     const auto deadline = Clock::now() + timeout;
     while (!is_completed()) {
       state_->check_usable(description());  // the watchdog may have aborted meanwhile
-      ncclResult_t async = ncclSuccess;
-      if (state_->comm) ncclCommGetAsyncError(state_->comm, &async);
+      const ncclResult_t async = state_->async_error();
       if (async != ncclSuccess && async != ncclInProgress) {
         const std::string msg = description() + " on rank " + std::to_string(state_->rank) + " of " +
                                 std::to_string(state_->size) + " failed in NCCL: " + ncclGetErrorString(async);
@@ -305,11 +328,11 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int device_index,
 
 NcclCommunicator::~NcclCommunicator() {
   State& s = *state_;
+  // Drain the NCCL stream while the watchdog still runs: an operation whose wait() handed its
+  // deadline to the watchdog (a missing rank) is then aborted on time instead of hanging here.
+  if (s.stream && !s.is_aborted()) cudaStreamSynchronize(s.stream);  // an aborted comm's kernels have returned
   s.stop_watchdog();
-  if (s.stream) {
-    if (!s.aborted) cudaStreamSynchronize(s.stream);  // an aborted comm's kernels have returned
-    cudaStreamDestroy(s.stream);
-  }
+  if (s.stream) cudaStreamDestroy(s.stream);
   if (s.comm && !s.aborted) ncclCommDestroy(s.comm);  // ncclCommAbort already freed an aborted one
 }
 
@@ -328,7 +351,7 @@ WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& 
   check_reducible("allreduce", input.dtype(), true, "nccl");
   state_->check_device("allreduce", input);
   state_->check_device("allreduce", output);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   state_->check(ncclAllReduce(input.raw_data(), output.raw_data(), size_t(input.numel()), nccl_dtype(input.dtype()),
                               nccl_op(op), state_->comm, state_->stream),
@@ -346,7 +369,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   check_reducible("reduce_scatter", input.dtype(), true, "nccl");
   state_->check_device("reduce_scatter", input);
   state_->check_device("reduce_scatter", output);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   if (n % size() == 0) {
     state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
@@ -374,7 +397,7 @@ WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& 
   check_numel("allgather", "input", input, chunk_count(n, size(), rank()), "this rank's chunk of the output");
   state_->check_device("allgather", input);
   state_->check_device("allgather", output);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   const size_t elem = dtype_size(input.dtype());
   if (n % size() == 0) {
@@ -401,7 +424,7 @@ WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
   check_buffer("broadcast", "tensor", tensor);
   check_rank("broadcast", "root", root, size());
   state_->check_device("broadcast", tensor);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   state_->check(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
                               root, state_->comm, state_->stream),
@@ -413,7 +436,7 @@ WorkHandle NcclCommunicator::barrier_async() {
   // A one-element allreduce on this device: completes only when every rank has arrived. Its
   // wait() blocks the host (the one host-blocking operation: ranks meet around file writes).
   const std::string what = "barrier";
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   Tensor token = Tensor::zeros({1}, DType::Float32, Device::cuda(state_->device));
   state_->order_after_compute();
   state_->check(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclFloat32, ncclSum, state_->comm, state_->stream),
@@ -426,7 +449,7 @@ WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) 
   check_buffer("send", "tensor", tensor);
   check_rank("send", "dst", dst, size());
   state_->check_device("send", tensor);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   // NCCL has no tags: messages between a pair of ranks match in call order.
   state_->check(ncclSend(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, state_->comm,
@@ -440,7 +463,7 @@ WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) 
   check_buffer("recv", "tensor", tensor);
   check_rank("recv", "src", src, size());
   state_->check_device("recv", tensor);
-  state_->check_usable(what);
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->order_after_compute();
   state_->check(ncclRecv(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), src, state_->comm,
                          state_->stream),
