@@ -3,14 +3,18 @@
 # Hopper code only (sm_90), libtandem as a shared library so the test and bench binaries stay
 # small enough to carry (64 MiB in all), and portable x86-64 code (no -march=native: the GPU
 # machine's CPU may differ). Then packs the Open MPI runtime into .device/.
+# The build folder holds object files too (over the carry limit), so the binaries, with their
+# layout, are copied into .gpu/ (git-ignored), which is what travels:
 #   scripts/gpu_build.sh            then, with the device tool:
-#   run(command="bash scripts/gpu_run.sh", carry=[".device", "build-gpu"])
+#   run(command="bash scripts/gpu_run.sh", carry=[".device", ".gpu"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
-grep -qxF "/$BUILD/" "$exclude" 2>/dev/null || echo "/$BUILD/" >> "$exclude"
+for ignored in "/$BUILD/" "/.gpu/"; do
+  grep -qxF "$ignored" "$exclude" 2>/dev/null || echo "$ignored" >> "$exclude"
+done
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
@@ -19,7 +23,14 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITEC
 targets=$(ninja -C "$BUILD" -t targets all | sed -n 's|^\(tests/[a-z_]*/test_[a-z_0-9]*\): .*|\1|p' | sort -u)
 ninja -C "$BUILD" -j "${TANDEM_JOBS:-$(nproc)}" tandem tandem_cli xpu_cli bench_mlp_step bench_gemm_cuda \
   bench_cuda_bandwidth bench_reduce_cuda allreduce_perf $targets
-pwd > "$BUILD/BUILT_AT"   # test binaries name the tandem CLI by this absolute path
-strip --strip-unneeded "$BUILD"/libtandem.so "$BUILD"/bin/* "$BUILD"/tests/*/test_* 2>/dev/null || true
+rm -rf .gpu && mkdir -p .gpu
+# Test binaries name the CLI and plugins by absolute paths under this checkout's build-gpu/:
+# gpu_run.sh makes that path lead to the carried copy.
+pwd > .gpu/BUILT_AT
+(cd "$BUILD" && find . -path ./CMakeFiles -prune -o -type f \( -name 'libtandem*.so' -o -path './bin/*' \
+  -o -regex '\./tests/[a-z_]*/test_[a-z_0-9]*' \) -print | while read -r f; do
+    mkdir -p "../.gpu/$(dirname "$f")" && cp "$f" "../.gpu/$f"
+  done)
+strip --strip-unneeded $(find .gpu -type f ! -name BUILT_AT) 2>/dev/null || true
 bash ../shared/gpu/pack.sh 2>/dev/null || echo "note: ../shared/gpu/pack.sh not found; carry .device yourself"
-du -sh "$BUILD"/libtandem.so "$BUILD"/bin "$BUILD"/tests 2>/dev/null | sed 's/^/size: /'
+du -sh .gpu .device 2>/dev/null | sed 's/^/carry: /'

@@ -8,14 +8,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
+# The carried binaries (.gpu/, laid out as build-gpu/ was) answer to build-gpu/ here too.
+[ -e build-gpu ] || ln -s .gpu build-gpu
 BUILD=$PWD/build-gpu
 [ -f .device/device-env.sh ] && source .device/device-env.sh
 export LD_LIBRARY_PATH=$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-# The test binaries name the CLI by the path they were built at: make that path lead here.
+# The test binaries name the CLI and plugins by the checkout path they were built in: make that
+# path lead here.
 built_at=$(cat "$BUILD/BUILT_AT" 2>/dev/null || echo "")
-if [ -n "$built_at" ] && [ "$built_at" != "$PWD" ] && [ ! -e "$built_at/build-gpu" ]; then
-  mkdir -p "$built_at" && ln -s "$BUILD" "$built_at/build-gpu"
+if [ -n "$built_at" ] && [ "$built_at" != "$PWD" ] && [ ! -e "$built_at" ]; then
+  mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 summary=$OUT/summary.txt
