@@ -6,7 +6,7 @@
 # The build folder holds object files too (over the carry limit), so the binaries, with their
 # layout, are copied into .gpu/ (git-ignored), which is what travels:
 #   scripts/gpu_build.sh            then, with the device tool:
-#   run(command="bash scripts/gpu_run.sh", carry=[".device", ".gpu"])
+#   run(command="bash scripts/gpu_run.sh gpu", carry=[".device", ".gpu"]), then "suite", then "bench"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
