@@ -1,5 +1,6 @@
 // Streams and device guards (cuda_context.h), and the error text of cuda_check.h.
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "engine/core/error.h"
@@ -14,7 +15,8 @@ void throw_call_failed(const char* call, const char* file, int line, const std::
 
 namespace {
 constexpr int kMaxDevices = 64;
-std::array<cudaStream_t, kMaxDevices> g_streams{};
+// Read on every kernel launch: an atomic load on the fast path, the mutex only to create.
+std::array<std::atomic<cudaStream_t>, kMaxDevices> g_streams{};
 std::mutex g_streams_mutex;
 }  // namespace
 
@@ -22,12 +24,16 @@ cudaStream_t compute_stream(int device) {
   if (device < 0 || device >= kMaxDevices)
     throw DeviceError("cuda:" + std::to_string(device) + " is outside the device range 0.." +
                       std::to_string(kMaxDevices - 1));
+  std::atomic<cudaStream_t>& slot = g_streams[size_t(device)];
+  if (cudaStream_t s = slot.load(std::memory_order_acquire)) return s;
   std::lock_guard<std::mutex> lock(g_streams_mutex);
-  if (!g_streams[size_t(device)]) {
+  if (!slot.load(std::memory_order_relaxed)) {
     DeviceGuard guard(device);
-    TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&g_streams[size_t(device)], cudaStreamNonBlocking));
+    cudaStream_t created = nullptr;
+    TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    slot.store(created, std::memory_order_release);
   }
-  return g_streams[size_t(device)];
+  return slot.load(std::memory_order_relaxed);
 }
 
 int current_device() {
