@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
 #include "tests/support/run_command.h"
 #include "tiny_idx_dataset.h"
@@ -53,10 +54,6 @@ class CudaCli : public ::testing::Test {
   fs::path dir;
   std::string common;
 };
-
-#define SKIP_WITHOUT_GPU()                     \
-  if (tandem::cuda::visible_device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device: " << tandem::cuda::device_count_note()
 
 TEST_F(CudaCli, FitOnTheGpuLandsWhereTheCpuDoes) {
   SKIP_WITHOUT_GPU();

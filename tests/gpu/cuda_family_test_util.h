@@ -10,15 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_skip.h"
 #include "engine/tensor/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
 
 namespace tandem::testing {
-
-inline bool have_gpu() { return cuda::visible_device_count() > 0; }
-#define SKIP_WITHOUT_GPU() \
-  if (!::tandem::testing::have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note()
 
 inline const Device kGpu = Device::cuda(0);
 inline Backend& gpu_backend() { return backend_for(kGpu); }

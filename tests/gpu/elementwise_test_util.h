@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_skip.h"
 #include "engine/ops/ops.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
@@ -19,12 +20,6 @@
 // In their own namespace: test_cuda_backend links every tests/gpu/test_cuda_*.cpp, and other
 // families' helper headers define similar names in tandem::testing.
 namespace tandem::testing::elementwise {
-
-inline bool have_gpu() { return cuda::visible_device_count() > 0; }
-
-#define SKIP_ELEMENTWISE_WITHOUT_GPU()           \
-  if (!::tandem::testing::elementwise::have_gpu()) \
-  GTEST_SKIP() << "no CUDA device: " << ::tandem::cuda::device_count_note()
 
 inline Device gpu() { return Device::cuda(0); }
 

@@ -9,15 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_skip.h"
 #include "../ops/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
 
 namespace tandem::testing::gemm_conv {
-
-inline bool have_gpu() { return cuda::visible_device_count() > 0; }
-#define TANDEM_SKIP_WITHOUT_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note()
 
 inline Device gpu() { return Device::cuda(0); }
 inline Backend& gpu_backend() { return backend_for(gpu()); }

@@ -5,6 +5,7 @@
 // cases) in test_cuda_<family>.cpp beside this file.
 #include <gtest/gtest.h>
 
+#include "gpu_test_skip.h"
 #include "../ops/op_harness.h"
 #include "engine/core/error.h"
 #include "engine/nn/nn.h"
@@ -13,11 +14,6 @@
 
 namespace tandem::testing {
 namespace {
-
-bool have_gpu() { return cuda::visible_device_count() > 0; }
-
-#define SKIP_WITHOUT_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note()
 
 TEST(CudaBackend, HostDeviceRoundTripAndFill) {
   SKIP_WITHOUT_GPU();

@@ -11,6 +11,7 @@
 // test_cuda_elementwise_cast.cpp.
 #include <limits>
 
+#include "gpu_test_skip.h"
 #include "elementwise_test_util.h"
 #include "kernels/backend.h"
 
@@ -116,7 +117,7 @@ void check_unary(const UnaryCase& c, DType dt, const Tensor& values, Layout layo
 }
 
 TEST(CudaElementwiseUnary, HalfTypesAreWithinOneRoundingOfFloat32) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(21);
   for (const UnaryCase& c : unary_cases())
     for (DType dt : {DType::Float16, DType::BFloat16})
@@ -129,14 +130,14 @@ TEST(CudaElementwiseUnary, HalfTypesAreWithinOneRoundingOfFloat32) {
 }
 
 TEST(CudaElementwiseUnary, Float64IsTight) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(22);
   for (const UnaryCase& c : unary_cases())
     for (int64_t n : {1, 2, 3, 5, 1001, (1 << 20) + 1}) check_unary(c, DType::Float64, random_values({n}, rng, c.positive), Layout::Contiguous, rng);
 }
 
 TEST(CudaElementwiseUnary, Float32OddSizesAndMisalignedViews) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(23);
   for (const UnaryCase& c : unary_cases()) {
     for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 9, 17, 255, 1000, (1 << 20) + 3})
@@ -161,7 +162,7 @@ void expect_same_values(const Tensor& got, const Tensor& ref, const std::string&
 }
 
 TEST(CudaElementwiseUnary, NanAndSignedZeroFollowTheCpu) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // 20 values, so both the vector path and the tail see the special ones.
   std::vector<float> v = {nan, -0.0f, 0.0f, -1.0f, 2.0f, -nan, 0.7f, -0.5f, 0.3f, -0.6f,
@@ -190,7 +191,7 @@ TEST(CudaElementwiseUnary, NanAndSignedZeroFollowTheCpu) {
 }
 
 TEST(CudaElementwiseUnary, IntegerInputsAreRefused) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   EXPECT_THROW(relu(Tensor::ones({4}, DType::Int32, gpu())), DTypeError);
   Tensor xi = Tensor::ones({4}, DType::Int64, gpu()), out = Tensor::empty({4}, DType::Int64, gpu());
   EXPECT_THROW(backend_for(gpu()).unary(UnaryOp::Exp, xi.view_desc(), out.view_desc(), UnaryParams{}), DTypeError);
@@ -205,7 +206,7 @@ Tensor cpu_where(const Tensor& c, const Tensor& a, const Tensor& b) {
 }
 
 TEST(CudaElementwiseWhere, EveryDtypeBroadcastAndStrided) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(31);
   const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
                           DType::Int32,   DType::Int64,   DType::UInt8,   DType::Bool};
@@ -237,7 +238,7 @@ TEST(CudaElementwiseWhere, EveryDtypeBroadcastAndStrided) {
 }
 
 TEST(CudaElementwise, EmptyTensorsLaunchNothing) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (Shape shape : {Shape{0}, Shape{3, 0}, Shape{0, 4}}) {
     const Tensor x = Tensor::zeros(shape, DType::Float32, gpu()), h = Tensor::zeros(shape, DType::BFloat16, gpu());
     EXPECT_EQ(relu(x).shape(), shape);

@@ -10,6 +10,7 @@
 // Comparisons write Bool; maximum/minimum propagate NaN from either side.
 #include <limits>
 
+#include "gpu_test_skip.h"
 #include "elementwise_test_util.h"
 
 namespace tandem::testing::elementwise {
@@ -148,22 +149,22 @@ void check_float_dtype(DType dt, uint32_t seed) {
 }
 
 TEST(CudaElementwiseBinary, Float16RoundsTheFloat32ResultOnce) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_float_dtype(DType::Float16, 41);
 }
 
 TEST(CudaElementwiseBinary, BFloat16RoundsTheFloat32ResultOnce) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_float_dtype(DType::BFloat16, 42);
 }
 
 TEST(CudaElementwiseBinary, Float32MatchesTheCpuBitForBit) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_float_dtype(DType::Float32, 43);
 }
 
 TEST(CudaElementwiseBinary, Float64MatchesTheCpuBitForBit) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_float_dtype(DType::Float64, 44);
 }
 
@@ -183,7 +184,7 @@ Tensor integer_inputs(const Shape& shape, DType dt, BinaryOp op, bool exponent, 
 }
 
 TEST(CudaElementwiseBinary, IntegerDtypesMatchTheCpuBitForBit) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(45);
   for (DType dt : {DType::Int32, DType::Int64, DType::UInt8})
     for (const Config& c : configs()) {
@@ -205,7 +206,7 @@ TEST(CudaElementwiseBinary, IntegerDtypesMatchTheCpuBitForBit) {
 }
 
 TEST(CudaElementwiseBinary, BoolMasksCompareAndCombine) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(46);
   for (const Config& c : configs()) {
     if (shape_numel(c.a) > 100000) continue;

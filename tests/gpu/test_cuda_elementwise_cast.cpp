@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <limits>
 
+#include "gpu_test_skip.h"
 #include "elementwise_test_util.h"
 
 namespace tandem::testing::elementwise {
@@ -170,7 +171,7 @@ void expect_same_bytes(const Tensor& expected, const Tensor& got, const Tensor& 
 }
 
 TEST(CudaElementwiseCast, EveryDtypePairMatchesTheCpuBitForBit) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType from : kAllDTypes) {
     const Tensor src = cast_sources(from);
     const Tensor dev = src.to(gpu());
@@ -186,7 +187,7 @@ TEST(CudaElementwiseCast, EveryDtypePairMatchesTheCpuBitForBit) {
 // NaN and out-of-range floats converted to integers are undefined in C++; the CPU reference
 // compiles to cvttsd2si, which returns the integer minimum, and the CUDA kernels reproduce it.
 TEST(CudaElementwiseCast, OutOfRangeFloatsToIntegersGiveWhatTheX86ReferenceGives) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     const Tensor src = cast_sources(from);
     const Tensor dev = src.to(gpu());
@@ -197,7 +198,7 @@ TEST(CudaElementwiseCast, OutOfRangeFloatsToIntegersGiveWhatTheX86ReferenceGives
 #endif
 
 TEST(CudaElementwiseCast, StridedSourcesAndDestinationsMatchTheCpu) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
   for (Shape shape : {Shape{37, 61}, Shape{16, 64}, Shape{3, 5, 8}}) {
     const Tensor values = random_values(shape, rng, false, 300.0);
@@ -224,7 +225,7 @@ TEST(CudaElementwiseCast, StridedSourcesAndDestinationsMatchTheCpu) {
 }
 
 TEST(CudaElementwiseCast, SameDtypeCopiesMatchTheCpu) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   for (DType dt : kAllDTypes) {
     const Tensor values = random_values({129, 67}, rng, false, 50.0).to(dt);
@@ -248,7 +249,7 @@ TEST(CudaElementwiseCast, SameDtypeCopiesMatchTheCpu) {
 }
 
 TEST(CudaElementwiseCast, OddAndLargeSizes) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (int64_t n : {1, 2, 3, 5, 7, 9, 15, 17, 31, 33, 1000, 1023, (1 << 20) + 7}) {
     const Tensor values = random_values({n}, rng, false, 1000.0);
@@ -273,7 +274,7 @@ TEST(CudaElementwiseCast, OddAndLargeSizes) {
 }
 
 TEST(CudaElementwiseCast, EmptyTensors) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (Shape shape : {Shape{0}, Shape{3, 0}, Shape{0, 5}}) {
     const Tensor dev = Tensor::zeros(shape, DType::Float32, gpu());
     for (DType to : kAllDTypes) {
@@ -295,7 +296,7 @@ TEST(CudaElementwiseCast, EmptyTensors) {
 // Maps of 2^31 or more elements are cut into launches of fewer (32-bit index math). Needs
 // about 7 GB of device memory; skipped on smaller devices.
 TEST(CudaElementwiseCast, MoreThan2To31ElementsRunInChunks) {
-  SKIP_ELEMENTWISE_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   if (cuda::query_device_memory(0).free_bytes < (size_t(8) << 30)) GTEST_SKIP() << "needs 8 GB of free device memory";
   const int64_t cols = (int64_t(1) << 30) + 24, n = 2 * cols;  // 2^31 + 48 elements
   auto pattern = [](int64_t i) { return uint8_t((i * 7 + (i >> 20)) % 251); };

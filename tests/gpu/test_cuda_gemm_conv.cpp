@@ -7,6 +7,7 @@
 // checked per element against the classic bound |err| <= tol * (|alpha| |A||B| + |beta| |C|)
 // with tol = 2u(output) + 2(k+4)u(accumulator), so a TF32 product (u = 2^-11) fails the float32
 // test; conv errors are checked relative to the output's scale.
+#include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
 #include "engine/core/error.h"
@@ -75,7 +76,7 @@ void check_gemm(const GemmSpec& s, uint64_t seed) {
 }
 
 TEST(CudaGemm, EveryTransposeAlphaBetaAndOddShapeInEveryDtype) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {1, 40, 19}, {23, 1, 31}, {64, 48, 96}};
   uint64_t seed = 1;
   for (DType dt : float_dtypes())
@@ -86,7 +87,7 @@ TEST(CudaGemm, EveryTransposeAlphaBetaAndOddShapeInEveryDtype) {
 }
 
 TEST(CudaGemm, BatchedWithStrideZeroBroadcast) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   uint64_t seed = 100;
   for (DType dt : float_dtypes())
     for (auto [share_a, share_b] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true},
@@ -100,7 +101,7 @@ TEST(CudaGemm, BatchedWithStrideZeroBroadcast) {
 }
 
 TEST(CudaGemm, MisalignedOperandPointers) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType dt : float_dtypes())
     for (int64_t offset : {1, 3}) {
       GemmSpec s{dt, false, true, 33, 17, 29, 1.0, 0.5, 2};
@@ -110,7 +111,7 @@ TEST(CudaGemm, MisalignedOperandPointers) {
 }
 
 TEST(CudaGemm, ManyRowsAndManySmallBatches) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_gemm({DType::Float32, false, false, 70001, 3, 5}, 300);  // > 65535 rows
   GemmSpec many{DType::Float32, false, true, 8, 8, 8, 1.0, 0.0, 2000};
   many.share_b = true;  // one weight matrix for 2000 inputs
@@ -119,7 +120,7 @@ TEST(CudaGemm, ManyRowsAndManySmallBatches) {
 }
 
 TEST(CudaGemm, EmptySumScalesC) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType dt : float_dtypes())
     for (double beta : {0.0, -2.0}) {
       std::mt19937 rng(7);
@@ -133,7 +134,7 @@ TEST(CudaGemm, EmptySumScalesC) {
 
 // Batches that share one output (stride_c = 0) run in order, each adding to the last one's C.
 TEST(CudaGemm, SharedOutputAccumulatesBatchesInOrder) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   const int64_t m = 4, n = 6, k = 5, batch = 3;
   Operand A = random_operand({batch, m, k}, DType::Float64, rng), B = random_operand({batch, k, n}, DType::Float64, rng);
@@ -148,7 +149,7 @@ TEST(CudaGemm, SharedOutputAccumulatesBatchesInOrder) {
 }
 
 TEST(CudaGemm, Tf32IsOffByDefaultAndOptIn) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   EXPECT_FALSE(allow_tf32());
   const GemmSpec exact{DType::Float32, false, true, 256, 192, 512};
   check_gemm(exact, 400);  // float32-exact bound: TF32 products would fail it
@@ -164,7 +165,7 @@ TEST(CudaGemm, Tf32IsOffByDefaultAndOptIn) {
 // matmul and linear through the op API (transposed views become GEMM flags, a 3-D x 2-D
 // product folds its batch into rows), forward and backward.
 TEST(CudaGemm, MatmulAndLinearThroughOps) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType dt : {DType::Float32, DType::BFloat16}) {
     std::mt19937 rng(500);
     const double tol = dt == DType::Float32 ? 1e-5 : 4 * unit_roundoff(dt);
@@ -262,20 +263,20 @@ const std::vector<ConvCase>& conv_cases() {
 }
 
 TEST(CudaConv, MatchesCpuInEveryDtype) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   uint64_t seed = 1000;
   for (const ConvCase& cc : conv_cases())
     for (DType dt : float_dtypes()) check_conv(cc, dt, seed++);
 }
 
 TEST(CudaConv, Tf32OptIn) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   check_conv(conv_cases()[0], DType::Float32, 1100, /*tf32=*/true);
   check_conv(conv_cases()[0], DType::Float32, 1101);  // and float32-exact again afterwards
 }
 
 TEST(CudaConv, EmptyBatchGivesZeroWeightAndBiasGradients) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   for (DType dt : float_dtypes()) {
     const Conv2dParams p{1, 1, 1, 1, 1, 1};
     Tensor x = Tensor::empty({0, 3, 6, 6}, dt, gpu()), w = Tensor::ones({4, 3, 3, 3}, dt, gpu());
@@ -293,7 +294,7 @@ TEST(CudaConv, EmptyBatchGivesZeroWeightAndBiasGradients) {
 
 // The op front end with autograd on the GPU: forward and the three gradients.
 TEST(CudaConv, ThroughOpsWithAutograd) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(1200);
   Operand x = random_operand({3, 4, 10, 9}, DType::Float32, rng), w = random_operand({5, 4, 3, 3}, DType::Float32, rng);
   Operand b = random_operand({5}, DType::Float32, rng), gy = random_operand({3, 5, 5, 9}, DType::Float32, rng);
@@ -311,7 +312,7 @@ TEST(CudaConv, ThroughOpsWithAutograd) {
 #else
 
 TEST(CudaConv, WithoutCudnnSaysHowToInstallIt) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   Tensor x = Tensor::ones({1, 1, 3, 3}).to(gpu()), w = Tensor::ones({1, 1, 2, 2}).to(gpu());
   try {
     conv2d(x, w);

@@ -4,6 +4,7 @@
 // empty batches. The GPU kernels visit windows and add gradients in the CPU's order, so float32
 // and float64 results are compared for exact equality; float16/bfloat16 against the CPU's
 // float32 result on the same rounded inputs.
+#include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
 namespace tandem::testing::gemm_conv {
@@ -96,14 +97,14 @@ void check_avg_pool(const PoolCase& c, bool count_include_pad, DType dt, std::mt
 }
 
 TEST(CudaPool, MaxPoolTiesNansAndOverlapsMatchCpu) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   for (const PoolCase& c : pool_cases())
     for (DType dt : float_dtypes()) check_max_pool(c, dt, rng);
 }
 
 TEST(CudaPool, AvgPoolWithAndWithoutPaddingCountMatchesCpu) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   for (const PoolCase& c : pool_cases())
     for (bool include : {true, false})
@@ -113,7 +114,7 @@ TEST(CudaPool, AvgPoolWithAndWithoutPaddingCountMatchesCpu) {
 // 20000 planes: more than one pass of the max-pool backward grid (one warp per plane) and of
 // the grid-stride loops.
 TEST(CudaPool, ManyPlanes) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   const PoolCase c{"2x2 stride 1 over 20000 planes", 20000, 1, 4, 4, {2, 2, 1, 1, 0, 0, true}};
   check_max_pool(c, DType::Float32, rng);
@@ -121,7 +122,7 @@ TEST(CudaPool, ManyPlanes) {
 }
 
 TEST(CudaPool, EmptyBatch) {
-  TANDEM_SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU();
   const Pool2dParams p{3, 3, 2, 2, 1, 1, true};
   for (DType dt : float_dtypes()) {
     Tensor x = Tensor::empty({0, 2, 5, 5}, dt, gpu()), y = Tensor::empty({0, 2, 3, 3}, dt, gpu());

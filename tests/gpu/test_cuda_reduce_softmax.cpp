@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_skip.h"
 #include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "kernels/backend.h"
@@ -33,9 +34,6 @@
 
 namespace tandem::testing {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (cuda::visible_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note()
 
 const Device kGpu = Device::cuda(0);
 const double kNaN = std::numeric_limits<double>::quiet_NaN();

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "gpu_test_skip.h"
 #include "../trainer/trainer_test_util.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
@@ -17,10 +18,6 @@
 
 namespace tandem::trainer::testing {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                     \
-  if (cuda::visible_device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note()
 
 // Fits TinyClassifier (dropout on: CUDA draws the CPU's Philox masks) for `steps` steps.
 std::vector<float> fit_weights(const std::string& accelerator, const std::string& precision, int steps,
