@@ -97,11 +97,13 @@ struct NcclCommunicator::State {
   // ncclCommAbort frees the communicator (nccl.h) and NCCL allows only one thread at a time to
   // operate a communicator, so the watchdog's abort must never run while this thread is inside
   // an NCCL call on `comm`, nor between the usability check and that call: holding the lock
-  // across both serializes them (the watchdog takes the same lock to abort).
+  // across both serializes them (the watchdog takes the same lock to abort). Then orders the
+  // NCCL stream after the work already queued on the compute stream, which every operation needs.
   std::unique_lock<std::mutex> enter(const std::string& what) {
     std::unique_lock<std::mutex> lock(mutex);
     if (!failure.empty())
       throw CommError(what + ": this NCCL communicator failed earlier (" + failure + "); create a new one");
+    order_after_compute();
     return lock;
   }
   // NCCL's asynchronous error, or ncclSuccess once aborted (the comm is freed then; the caller's
@@ -352,7 +354,6 @@ WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& 
   state_->check_device("allreduce", input);
   state_->check_device("allreduce", output);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   state_->check(ncclAllReduce(input.raw_data(), output.raw_data(), size_t(input.numel()), nccl_dtype(input.dtype()),
                               nccl_op(op), state_->comm, state_->stream),
                 what);
@@ -370,7 +371,6 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   state_->check_device("reduce_scatter", input);
   state_->check_device("reduce_scatter", output);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   if (n % size() == 0) {
     state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
                                     nccl_op(op), state_->comm, state_->stream),
@@ -398,7 +398,6 @@ WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& 
   state_->check_device("allgather", input);
   state_->check_device("allgather", output);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   const size_t elem = dtype_size(input.dtype());
   if (n % size() == 0) {
     state_->check(ncclAllGather(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
@@ -425,7 +424,6 @@ WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
   check_rank("broadcast", "root", root, size());
   state_->check_device("broadcast", tensor);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   state_->check(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
                               root, state_->comm, state_->stream),
                 what);
@@ -436,9 +434,8 @@ WorkHandle NcclCommunicator::barrier_async() {
   // A one-element allreduce on this device: completes only when every rank has arrived. Its
   // wait() blocks the host (the one host-blocking operation: ranks meet around file writes).
   const std::string what = "barrier";
-  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   Tensor token = Tensor::zeros({1}, DType::Float32, Device::cuda(state_->device));
-  state_->order_after_compute();
+  const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->check(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclFloat32, ncclSum, state_->comm, state_->stream),
                 what);
   return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{token}, /*host_blocking=*/true);
@@ -450,7 +447,6 @@ WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) 
   check_rank("send", "dst", dst, size());
   state_->check_device("send", tensor);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   // NCCL has no tags: messages between a pair of ranks match in call order.
   state_->check(ncclSend(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, state_->comm,
                          state_->stream),
@@ -464,7 +460,6 @@ WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) 
   check_rank("recv", "src", src, size());
   state_->check_device("recv", tensor);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
-  state_->order_after_compute();
   state_->check(ncclRecv(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), src, state_->comm,
                          state_->stream),
                 what);
