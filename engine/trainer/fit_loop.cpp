@@ -201,14 +201,16 @@ void Trainer::optimizer_step() {
   optim::Optimizer& optimizer = *optimizer_config_.optimizer;
   bool skipped = false;
   strategy_->optimizer_step(optimizer, [&] {
-    std::vector<Tensor> params;
-    for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
+    const bool clip = options_.gradient_clip_val && *options_.gradient_clip_val > 0.0;
+    std::vector<Tensor> params;  // only the scaler and clipping need the flat list
+    if (grad_scaler_ || clip)
+      for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
     // 16-mixed: hooks and clipping see true gradients; an inf or NaN skips this step (PyTorch's GradScaler).
     if (grad_scaler_) skipped = !grad_scaler_->unscale(params);
     for_each_callback([&](Callback& cb) { cb.on_before_optimizer_step(*this, *module_, optimizer); });
     module_->on_before_optimizer_step(optimizer);
     if (skipped) return false;
-    if (options_.gradient_clip_val && *options_.gradient_clip_val > 0.0) {
+    if (clip) {
       if (options_.gradient_clip_algorithm == "value") {
         optim::clip_grad_value_(params, *options_.gradient_clip_val);
       } else {
