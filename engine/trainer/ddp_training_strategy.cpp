@@ -14,6 +14,8 @@ DDPTrainingStrategy::DDPTrainingStrategy(std::string name, std::shared_ptr<colle
     : name_(std::move(name)), comm_(std::move(comm)), device_(device), dtype_(dtype), node_rank_(node_rank),
       reducer_options_(reducer_options) {
   TANDEM_CHECK(comm_ != nullptr, ValueError, "DDPTrainingStrategy: the communicator is null");
+  // NCCL moves only tensors on this rank's GPU; MPI takes host tensors (and stages device ones).
+  comm_device_ = comm_->backend_name() == "nccl" ? device_ : Device::cpu();
 }
 
 DDPTrainingStrategy::~DDPTrainingStrategy() = default;
@@ -52,14 +54,9 @@ void DDPTrainingStrategy::optimizer_step(optim::Optimizer& optimizer, const std:
   if (!before_step || before_step()) optimizer.step();
 }
 
-// NCCL moves only tensors on this rank's GPU; MPI takes host tensors (and stages device ones).
-Device DDPTrainingStrategy::comm_device() const {
-  return comm_->backend_name() == "nccl" ? device_ : Device::cpu();
-}
-
 double DDPTrainingStrategy::reduce(double value, ReduceFx reduce_fx) const {
   if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(value, DType::Float64).to(comm_device());
+  Tensor t = Tensor::scalar(value, DType::Float64).to(comm_device_);
   ReduceOp op = ReduceOp::Avg;
   switch (reduce_fx) {
     case ReduceFx::Mean: op = ReduceOp::Avg; break;
@@ -73,7 +70,7 @@ double DDPTrainingStrategy::reduce(double value, ReduceFx reduce_fx) const {
 
 bool DDPTrainingStrategy::reduce_any(bool decision) const {
   if (comm_->size() == 1) return decision;
-  Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32).to(comm_device());
+  Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32).to(comm_device_);
   comm_->allreduce(t, ReduceOp::Max);
   return t.item() != 0.0;
 }
@@ -84,14 +81,14 @@ void DDPTrainingStrategy::barrier(const std::string& where) const {
 
 int64_t DDPTrainingStrategy::broadcast_from_zero(int64_t value) const {
   if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(double(value), DType::Int64).to(comm_device());
+  Tensor t = Tensor::scalar(double(value), DType::Int64).to(comm_device_);
   comm_->broadcast(t, 0);
   return int64_t(t.item());
 }
 
 Tensor DDPTrainingStrategy::all_gather(const Tensor& tensor) const {
   NoGradGuard no_grad;
-  const Tensor local = tensor.detach().to(comm_device()).contiguous();
+  const Tensor local = tensor.detach().to(comm_device_).contiguous();
   Shape shape = local.shape();
   shape.insert(shape.begin(), comm_->size());
   Tensor out = Tensor::empty(shape, local.dtype(), local.device());

@@ -56,8 +56,8 @@ class DDPTrainingStrategy : public TrainingStrategy {
  private:
   std::string name_;
   std::shared_ptr<collectives::Communicator> comm_;
-  Device comm_device() const;  // where scalars and gathered tensors go for the communicator
   Device device_;
+  Device comm_device_;  // where scalars and gathered tensors go for the communicator
   DType dtype_;
   int node_rank_;
   ReducerOptions reducer_options_;
