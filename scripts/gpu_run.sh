@@ -11,6 +11,10 @@
 #   bash scripts/gpu_run.sh bench    benchmarks with their PyTorch twins        (<= ~9 min)
 # (no argument: all three, for a machine without that limit). device-env.sh is sourced here.
 PHASE=${1:-all}
+case "$PHASE" in
+  gpu | suite | bench | all) ;;
+  *) echo "gpu_run.sh: unknown phase '$PHASE'; expected gpu, suite, bench or all" >&2; exit 2 ;;
+esac
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
