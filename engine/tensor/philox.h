@@ -127,6 +127,13 @@ TANDEM_HD double box_muller_radius(uint32_t b1) {
   return sqrt_d(r2 > 0.0 ? r2 : 0.0);
 }
 
+template <int N>
+TANDEM_HD double horner(double y, const double (&coeffs)[N]) {
+  double p = coeffs[0];
+  for (int i = 1; i < N; ++i) p = fma_d(p, y, coeffs[i]);
+  return p;
+}
+
 // sin and cos of 2 pi u2 for u2 = uniform01(b2) = k / 2^24. The quadrant is taken in exact
 // integer arithmetic: k = q 2^22 + f with f in [-2^21, 2^21), so the angle is
 // q pi/2 + phi, phi = f pi / 2^23 in [-pi/4, pi/4), where Taylor series to the 19th
@@ -138,28 +145,17 @@ TANDEM_HD void sin_cos_2pi(uint32_t b2, double& sin_out, double& cos_out) {
   constexpr double kPiOver2Pow23 = 3.141592653589793 / 8388608.0;
   const double phi = mul_d(double(f), kPiOver2Pow23);
   const double y = mul_d(phi, phi);
-  double ps = -1.0 / 121645100408832000.0;  // -1/19!
-  ps = fma_d(ps, y, 1.0 / 355687428096000.0);
-  ps = fma_d(ps, y, -1.0 / 1307674368000.0);
-  ps = fma_d(ps, y, 1.0 / 6227020800.0);
-  ps = fma_d(ps, y, -1.0 / 39916800.0);
-  ps = fma_d(ps, y, 1.0 / 362880.0);
-  ps = fma_d(ps, y, -1.0 / 5040.0);
-  ps = fma_d(ps, y, 1.0 / 120.0);
-  ps = fma_d(ps, y, -1.0 / 6.0);
-  ps = fma_d(ps, y, 1.0);
-  const double sin_phi = mul_d(phi, ps);
-  double pc = -1.0 / 6402373705728000.0;  // -1/18!
-  pc = fma_d(pc, y, 1.0 / 20922789888000.0);
-  pc = fma_d(pc, y, -1.0 / 87178291200.0);
-  pc = fma_d(pc, y, 1.0 / 479001600.0);
-  pc = fma_d(pc, y, -1.0 / 3628800.0);
-  pc = fma_d(pc, y, 1.0 / 40320.0);
-  pc = fma_d(pc, y, -1.0 / 720.0);
-  pc = fma_d(pc, y, 1.0 / 24.0);
-  pc = fma_d(pc, y, -1.0 / 2.0);
-  pc = fma_d(pc, y, 1.0);
-  const double cos_phi = pc;
+  // Horner's rule from the highest power down, one fma per coefficient.
+  const double sin_coeffs[] = {-1.0 / 121645100408832000.0, 1.0 / 355687428096000.0, -1.0 / 1307674368000.0,
+                               1.0 / 6227020800.0,          -1.0 / 39916800.0,      1.0 / 362880.0,
+                               -1.0 / 5040.0,               1.0 / 120.0,            -1.0 / 6.0,
+                               1.0};  // sin(phi) / phi in phi^2, from -1/19!
+  const double cos_coeffs[] = {-1.0 / 6402373705728000.0, 1.0 / 20922789888000.0, -1.0 / 87178291200.0,
+                               1.0 / 479001600.0,         -1.0 / 3628800.0,      1.0 / 40320.0,
+                               -1.0 / 720.0,              1.0 / 24.0,            -1.0 / 2.0,
+                               1.0};  // cos(phi) in phi^2, from -1/18!
+  const double sin_phi = mul_d(phi, horner(y, sin_coeffs));
+  const double cos_phi = horner(y, cos_coeffs);
   switch (q & 3) {
     case 0: sin_out = sin_phi; cos_out = cos_phi; break;
     case 1: sin_out = cos_phi; cos_out = -sin_phi; break;
