@@ -47,6 +47,8 @@ SectionSpec trainer_section() {
   add(precision);
   add(make_option("allow_tf32", ValueKind::Bool, YAML::Node(false),
              "let float32 matmuls and convolutions on GPUs use TF32 tensor cores (faster, 10-bit mantissa products)"));
+  add(make_option("cuda_graph", ValueKind::Bool, YAML::Node(false),
+             "capture each training step's forward and backward into a CUDA graph and replay it (one GPU; docs/CUDA.md)"));
   add(make_option("auto_select_gpus", ValueKind::Bool, YAML::Node(false),
              "with devices=k, use the first k GPUs that are free now"));
   OptionSpec backend = make_option("process_group_backend", ValueKind::String, YAML::Node("auto"),

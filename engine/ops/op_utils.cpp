@@ -1,4 +1,5 @@
 #include "engine/ops/op_utils.h"
+#include "engine/ops/host_checks.h"
 
 #include <numeric>
 
@@ -68,5 +69,17 @@ Tensor move_last_to_dim(const Tensor& x, int dim) {
   if (dim == x.dim() - 1 || x.dim() == 0) return x;
   return x.transpose(dim, -1);
 }
+
+}  // namespace tandem::ops
+
+namespace tandem::ops {
+
+namespace {
+thread_local bool t_host_checks_deferred = false;
+}  // namespace
+
+DeferHostChecks::DeferHostChecks() : previous_(t_host_checks_deferred) { t_host_checks_deferred = true; }
+DeferHostChecks::~DeferHostChecks() { t_host_checks_deferred = previous_; }
+bool host_checks_deferred() { return t_host_checks_deferred; }
 
 }  // namespace tandem::ops

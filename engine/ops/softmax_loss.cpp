@@ -1,6 +1,7 @@
 // softmax / log_softmax over any dim, and the losses built on them: nll_loss, cross_entropy
 // (log_softmax + nll with label smoothing), mse_loss.
 #include "engine/ops/autocast.h"
+#include "engine/ops/host_checks.h"
 #include "engine/ops/op_utils.h"
 
 namespace tandem {
@@ -42,7 +43,9 @@ Tensor nll_impl(const Tensor& logp, const Tensor& target, Reduction reduction, i
                 double label_smoothing, const Shape& none_shape) {
   const int64_t rows = logp.size(0), classes = logp.size(1);
   Tensor lp = ops::raw(logp), tg = ops::raw(target);
-  {  // Validate targets on the host: a bad class index must be an error, not a wild read.
+  // Validate targets on the host: a bad class index must be an error, not a wild read. Inside a
+  // CUDA graph step the check is deferred (host_checks.h): the kernels write NaN for such a row.
+  if (tg.device().is_cpu() || !ops::host_checks_deferred()) {
     auto t = tg.to_vector<int64_t>();
     for (int64_t v : t)
       if (v != ignore_index && (v < 0 || v >= classes))

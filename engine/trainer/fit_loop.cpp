@@ -65,6 +65,8 @@ void Trainer::run_fit() {
   }
 
   run_sanity_check(val_loader.get());
+  graph_step_.reset();
+  if (options_.cuda_graph) graph_step_ = std::make_unique<CudaGraphStep>(plan_.process_device->index);
   stage_ = RunningStage::Train;
   for_each_callback([&](Callback& cb) { cb.on_train_start(*this, *module_); });
   module_->on_train_start();
@@ -142,43 +144,38 @@ void Trainer::finish_train_epoch() {
 }
 
 bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last) {
-  const data::Batch batch = strategy_->batch_to_device(host_batch);
+  // cuda_graph: the batch goes into the graph's static tensors when it has their shapes.
+  const std::optional<data::Batch> staged = graph_step_ ? graph_step_->stage(host_batch) : std::nullopt;
+  const data::Batch batch = staged ? *staged : strategy_->batch_to_device(host_batch);
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
   logger_connector_.set_batch_size(batch.size());
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
   module_->on_train_batch_start(batch, batch_idx);
 
   strategy_->before_training_step(*module_);
-  const Tensor loss = [&] {
+  accumulated_batches_ += 1;
+  const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
+  CudaGraphStep::Outcome graphed;
+  if (staged) graphed = graph_step_->run([&] { return forward_backward(batch, batch_idx, will_step); }, logger_connector_);
+  const Tensor loss = graphed.ran ? graphed.loss : [&] {
     autocast::Guard autocast(autocast_dtype_);
     return module_->training_step(batch, batch_idx);
   }();
-  accumulated_batches_ += 1;
-  const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
-  if (loss.defined()) {
-    TANDEM_CHECK(loss.numel() == 1, ValueError,
-                 "training_step returned a tensor of shape " + loss.shape_str() + "; return the scalar loss (e.g. mean(...))");
+  if (graphed.ran && loss.defined()) {
+    // Backward already ran (in the graph or its warm-up): check the loss now, and when it is not
+    // finite run the step's forward once more eagerly, with the host checks the graph deferred
+    // (an out-of-range class index), so the error names the cause.
     const double value = loss.item();
-    // Every rank learns that one of them diverged, so all stop here together (no rank is left
-    // waiting in the gradient allreduce).
-    if (strategy_->reduce_any(!std::isfinite(value))) {
-      const std::string what = std::isfinite(value) ? "a finite loss here, but another rank's loss was nan or inf"
-                                                     : std::string("loss=") + (std::isnan(value) ? "nan" : "inf");
-      const std::string where = world_size() > 1 ? " on rank " + std::to_string(global_rank()) + " of " + std::to_string(world_size()) : "";
-      throw NonFiniteLossError("training_step returned " + what + where +
-                               " at epoch " + std::to_string(progress_.epoch) + ", batch " + std::to_string(batch_idx) +
-                               " (global step " + std::to_string(progress_.global_step) + "); stopped before the "
-                               "optimizer step, so the weights and checkpoints are untouched. Lower the learning rate, "
-                               "set gradient_clip_val, or check the inputs of that batch");
+    if (!std::isfinite(value)) {
+      autocast::Guard autocast(autocast_dtype_);
+      const Tensor eager = module_->training_step(batch, batch_idx);
+      if (eager.defined() && eager.numel() == 1) check_finite_loss(eager.item(), batch_idx);
     }
-    for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
-    module_->on_before_backward(loss);
-    // Accumulated gradients sum over the batches, so each loss is scaled to give their mean.
-    Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
-    if (grad_scaler_) scaled = grad_scaler_->scale_loss(scaled);  // 16-mixed: keep small gradients above fp16's floor
-    strategy_->backward(scaled, will_step);
-    for_each_callback([&](Callback& cb) { cb.on_after_backward(*this, *module_); });
-    module_->on_after_backward();
+    check_finite_loss(value, batch_idx);
+  } else if (loss.defined()) {
+    check_loss_shape(loss);
+    check_finite_loss(loss.item(), batch_idx);
+    backward_step(loss, will_step);
   }
   if (will_step) {
     optimizer_step();
@@ -195,6 +192,48 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     log_step_rows(rows, progress_.batches_that_stepped);
   }
   return will_step;
+}
+
+// training_step, then backward when it returned a loss; what a cuda_graph step captures.
+Tensor Trainer::forward_backward(const data::Batch& batch, int64_t batch_idx, bool will_step) {
+  const Tensor loss = [&] {
+    autocast::Guard autocast(autocast_dtype_);
+    return module_->training_step(batch, batch_idx);
+  }();
+  if (!loss.defined()) return loss;
+  check_loss_shape(loss);
+  backward_step(loss, will_step);
+  return loss;
+}
+
+void Trainer::check_loss_shape(const Tensor& loss) const {
+  TANDEM_CHECK(loss.numel() == 1, ValueError,
+               "training_step returned a tensor of shape " + loss.shape_str() + "; return the scalar loss (e.g. mean(...))");
+}
+
+void Trainer::check_finite_loss(double value, int64_t batch_idx) {
+  // Every rank learns that one of them diverged, so all stop here together (no rank is left
+  // waiting in the gradient allreduce).
+  if (!strategy_->reduce_any(!std::isfinite(value))) return;
+  const std::string what = std::isfinite(value) ? "a finite loss here, but another rank's loss was nan or inf"
+                                                 : std::string("loss=") + (std::isnan(value) ? "nan" : "inf");
+  const std::string where = world_size() > 1 ? " on rank " + std::to_string(global_rank()) + " of " + std::to_string(world_size()) : "";
+  throw NonFiniteLossError("training_step returned " + what + where +
+                           " at epoch " + std::to_string(progress_.epoch) + ", batch " + std::to_string(batch_idx) +
+                           " (global step " + std::to_string(progress_.global_step) + "); stopped before the "
+                           "optimizer step, so the weights and checkpoints are untouched. Lower the learning rate, "
+                           "set gradient_clip_val, or check the inputs of that batch");
+}
+
+void Trainer::backward_step(const Tensor& loss, bool will_step) {
+  for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
+  module_->on_before_backward(loss);
+  // Accumulated gradients sum over the batches, so each loss is scaled to give their mean.
+  Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
+  if (grad_scaler_) scaled = grad_scaler_->scale_loss(scaled);  // 16-mixed: keep small gradients above fp16's floor
+  strategy_->backward(scaled, will_step);
+  for_each_callback([&](Callback& cb) { cb.on_after_backward(*this, *module_); });
+  module_->on_after_backward();
 }
 
 void Trainer::optimizer_step() {
@@ -227,7 +266,9 @@ void Trainer::optimizer_step() {
   if (grad_scaler_) grad_scaler_->update(skipped);
   for_each_callback([&](Callback& cb) { cb.on_before_zero_grad(*this, *module_, optimizer); });
   module_->on_before_zero_grad(optimizer);
-  optimizer.zero_grad();
+  // cuda_graph: the captured backward accumulates into the gradient buffers it saw, so they
+  // stay allocated and are zeroed in place.
+  optimizer.zero_grad(/*set_to_none=*/!options_.cuda_graph);
 }
 
 void Trainer::step_schedulers(const std::string& interval) {

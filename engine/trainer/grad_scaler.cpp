@@ -20,7 +20,17 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
                "GradScaler: growth_interval must be > 0, got " + std::to_string(options_.growth_interval));
 }
 
-Tensor GradScaler::scale_loss(const Tensor& loss) const { return loss * scale_; }
+Tensor GradScaler::scale_loss(const Tensor& loss) const {
+  const bool usable = scale_tensor_.defined() && scale_tensor_.device() == loss.device() &&
+                      scale_tensor_.dtype() == loss.dtype();
+  if (!usable) {
+    scale_tensor_ = Tensor::full({}, scale_, loss.dtype(), loss.device());
+  } else if (tensor_holds_ != scale_) {
+    scale_tensor_.fill_(scale_);  // same buffer: a captured step reads the new value
+  }
+  tensor_holds_ = scale_;
+  return loss * scale_tensor_;  // recorded for backward; the scale needs no gradient
+}
 
 bool GradScaler::unscale(const std::vector<Tensor>& params) const {
   NoGradGuard no_grad;
@@ -31,10 +41,8 @@ bool GradScaler::unscale(const std::vector<Tensor>& params) const {
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor unscaled = g * inv;
-    Tensor param = p;
-    param.set_grad(unscaled);
-    Tensor probe = sum(unscaled * 0.0).to(DType::Float32);
+    g.copy_(g.detach() * inv);
+    Tensor probe = sum(g.detach() * 0.0).to(DType::Float32);
     poison = poison.defined() ? poison + probe : probe;
   }
   return !poison.defined() || std::isfinite(poison.item());

@@ -29,9 +29,13 @@ class GradScaler {
   explicit GradScaler(GradScalerOptions options = {});
 
   double scale() const { return scale_; }
+  // loss times a 0-d tensor holding scale() on the loss's device, refreshed in place when the
+  // scale changes: a CUDA graph step captures the multiply once and replays it with the
+  // tensor's value at that time.
   Tensor scale_loss(const Tensor& loss) const;
-  // Divides the gradient of every parameter that has one by scale(); true when all of them are
-  // finite (one host sync for the whole set).
+  // Divides the gradient of every parameter that has one by scale(), in place (the buffers keep
+  // their addresses: DDP's bucket views and CUDA graph replays write into them); true when all
+  // of them are finite (one host sync for the whole set).
   bool unscale(const std::vector<Tensor>& params) const;
   // After the step decision: backs off after a skipped step, grows after growth_interval good ones.
   void update(bool found_inf);
@@ -44,6 +48,8 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
+  mutable Tensor scale_tensor_;   // scale_ on the loss's device (scale_loss)
+  mutable double tensor_holds_ = 0.0;
 };
 
 }  // namespace tandem::trainer

@@ -11,12 +11,22 @@ void LightningModule::log(const std::string& name, const Tensor& value, const Lo
   TANDEM_CHECK(value.numel() == 1, ValueError,
                "log('" + name + "', ...): the tensor has shape " + value.shape_str() +
                    "; only one-element tensors can be logged (reduce it first, e.g. mean(x))");
+  LoggerConnector& logs = trainer_->logger_connector();
+  if (logs.deferring()) {  // a CUDA graph step: read after the step, not now
+    logs.defer({name, value.detach(), 0.0, options});
+    return;
+  }
   log(name, value.item(), options);
 }
 
 void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
   if (!trainer_) return;
-  trainer_->logger_connector().log(name, value, options);
+  LoggerConnector& logs = trainer_->logger_connector();
+  if (logs.deferring()) {
+    logs.defer({name, Tensor(), value, options});
+    return;
+  }
+  logs.log(name, value, options);
 }
 
 void LightningModule::log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options) {

@@ -51,6 +51,21 @@ class LoggerConnector {
   // epoch, or values that are not finite numbers are still recorded (NaN shows up as nan).
   void log(const std::string& name, double value, const LogOptions& options);
 
+  // CUDA graph steps (cuda_graph_step.h): between begin_deferring and end_deferring, log calls
+  // are recorded instead of applied, tensors without reading them on the host; log_deferred
+  // applies a recording after the step (reading each tensor then), and again after every replay.
+  struct DeferredValue {
+    std::string name;
+    Tensor tensor;        // a one-element tensor, or undefined when a number was logged
+    double number = 0.0;
+    LogOptions options;
+  };
+  void begin_deferring();
+  std::vector<DeferredValue> end_deferring();
+  bool deferring() const { return deferring_; }
+  void defer(DeferredValue value) { deferred_.push_back(std::move(value)); }
+  void log_deferred(const std::vector<DeferredValue>& values);
+
   // Starts a stage's epoch: forgets its previous step and epoch aggregates.
   void begin_epoch(RunningStage stage);
   // After a batch: the on_step values logged during it go to callback_metrics and the progress
@@ -98,6 +113,8 @@ class LoggerConnector {
   LogHook hook_ = LogHook::None;
   int64_t batch_size_ = 1;
   std::map<RunningStage, StageResults> stages_;
+  bool deferring_ = false;
+  std::vector<DeferredValue> deferred_;
   Metrics callback_metrics_, progress_bar_metrics_, logged_metrics_;
 };
 

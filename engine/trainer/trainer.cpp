@@ -37,6 +37,15 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   strategy_ = make_training_strategy(plan_, {options_.process_group_backend, options_.collective_timeout});
   logger_connector_ = LoggerConnector(strategy_.get());
   set_allow_tf32(options_.allow_tf32);
+  if (options_.cuda_graph) {
+    TANDEM_CHECK(plan_.accelerator == "cuda" && plan_.process_device, ConfigError,
+                 "trainer option cuda_graph=true captures the training step into a CUDA graph, which needs "
+                 "accelerator=cuda (got accelerator=" + plan_.accelerator + "); set cuda_graph=false");
+    TANDEM_CHECK(plan_.world_size == 1 && plan_.strategy == "single_device", ConfigError,
+                 "trainer option cuda_graph=true supports one GPU in one process (strategy=single_device), got "
+                 "strategy=" + plan_.strategy + " with " + std::to_string(plan_.world_size) + " process(es): its "
+                 "gradient communication runs inside backward, which the graph cannot hold; set cuda_graph=false");
+  }
   if (plan_.precision == Precision::BFloat16Mixed) autocast_dtype_ = DType::BFloat16;
   if (plan_.precision == Precision::Float16Mixed) {
     autocast_dtype_ = DType::Float16;
@@ -87,6 +96,7 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
 }
 
 Trainer::~Trainer() {
+  graph_step_.reset();  // its memory pool goes back before the device is torn down
   if (accelerator_) accelerator_->teardown();
 }
 

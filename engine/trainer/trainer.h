@@ -24,6 +24,7 @@
 #include "engine/strategies/execution_plan.h"
 #include "engine/trainer/callback.h"
 #include "engine/trainer/csv_logger.h"
+#include "engine/trainer/cuda_graph_step.h"
 #include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/trainer_options.h"
@@ -130,6 +131,8 @@ class Trainer {
   const GradScaler* grad_scaler() const { return grad_scaler_.get(); }
   // bfloat16 or float16 when steps run under autocast (mixed precision), else nullopt.
   std::optional<DType> autocast_dtype() const { return autocast_dtype_; }
+  // cuda_graph=true: the graph of the current (or last) fit; null otherwise.
+  const CudaGraphStep* cuda_graph_step() const { return graph_step_.get(); }
   LightningModule* lightning_module() const { return module_; }
   data::DataModule* datamodule() const { return datamodule_; }
 
@@ -164,6 +167,10 @@ class Trainer {
   void run_fit();
   void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
   bool run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last_batch);
+  Tensor forward_backward(const data::Batch& batch, int64_t batch_idx, bool will_step);
+  void backward_step(const Tensor& loss, bool will_step);
+  void check_loss_shape(const Tensor& loss) const;
+  void check_finite_loss(double value, int64_t batch_idx);
   void optimizer_step();
   void step_schedulers(const std::string& interval);
   bool should_validate_after_batch(int64_t batch_idx, bool is_last_batch) const;
@@ -209,6 +216,7 @@ class Trainer {
   // Mixed precision: the autocast dtype of the steps (bf16 or fp16), and for 16-mixed the loss scaler.
   std::optional<DType> autocast_dtype_;
   std::unique_ptr<GradScaler> grad_scaler_;
+  std::unique_ptr<CudaGraphStep> graph_step_;  // cuda_graph=true, during fit
 };
 
 }  // namespace tandem::trainer

@@ -180,6 +180,7 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   else o.fast_dev_run = as_int("fast_dev_run");
   o.deterministic = as_bool("deterministic");
   o.allow_tf32 = as_bool("allow_tf32");
+  o.cuda_graph = as_bool("cuda_graph");
   o.callbacks = callbacks_from_config(value("callbacks"));
   o.process_group_backend = scalar("process_group_backend");
   for (char& c : o.process_group_backend) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

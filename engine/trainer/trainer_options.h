@@ -74,6 +74,7 @@ struct TrainerOptions : HardwareOptions {
   int64_t log_every_n_steps = 50;
   std::string default_root_dir = ".";
   bool allow_tf32 = false;  // float32 GEMM/conv on GPUs may use TF32 tensor cores
+  bool cuda_graph = false;  // capture forward+backward into a CUDA graph (cuda_graph_step.h)
   bool enable_checkpointing = true;  // adds a ModelCheckpoint when callbacks have none
   bool enable_progress_bar = true;
   bool enable_model_summary = true;

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -85,7 +86,18 @@ void move_finished_to_free(std::vector<PendingBlock>& pending, FreeLists& free_l
 struct LiveBlock {
   size_t size;
   std::vector<cudaStream_t> other_streams;
+  int pool = 0;  // the capture pool it came from; 0: the ordinary free lists
 };
+
+// The memory of one captured graph (caching_allocator.h): its own free lists, the outside
+// blocks freed while it was captured, and the pinned buffers its copies read.
+struct CapturePool {
+  FreeLists free;
+  std::vector<std::pair<void*, size_t>> held;
+  std::vector<void*> held_pinned;
+};
+
+void pinned_release_later(void* p, int device);
 
 class DeviceCache {
  public:
@@ -95,15 +107,13 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex_);
     collect_pending();
     const size_t size = size_class(nbytes);
-    void* p = nullptr;
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-    } else {
-      p = driver_malloc(size, nbytes);
-    }
-    live_[p] = LiveBlock{size, {}};
+    // The capturing thread allocates from the capture's pool first; a block from the ordinary
+    // free lists may join the pool (nothing else holds it, and later work queues behind).
+    const bool for_capture = capturing_pool_ != 0 && std::this_thread::get_id() == capturing_thread_;
+    void* p = for_capture ? take_free(pools_[capturing_pool_].free, size) : nullptr;
+    if (!p) p = take_free(free_, size);
+    if (!p) p = driver_malloc(size, nbytes);
+    live_[p] = LiveBlock{size, {}, for_capture ? capturing_pool_ : 0};
     ++stats_.requests;
     stats_.allocated_bytes += int64_t(size);
     if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
@@ -121,6 +131,16 @@ class DeviceCache {
     const LiveBlock block = it->second;
     live_.erase(it);
     stats_.allocated_bytes -= int64_t(block.size);
+    if (block.pool != 0) {
+      auto pool = pools_.find(block.pool);
+      if (pool != pools_.end()) {  // reserved for the graph's replays while it lives
+        pool->second.free[block.size].push_back(p);
+        return;
+      }
+    } else if (capturing_pool_ != 0) {
+      pools_[capturing_pool_].held.emplace_back(p, block.size);  // a captured kernel may use it
+      return;
+    }
     if (block.other_streams.empty()) {
       free_[block.size].push_back(p);  // stream-ordered reuse on the compute stream
       return;
@@ -161,7 +181,60 @@ class DeviceCache {
     release_cached_locked(/*wait_for_pending=*/false);
   }
 
+  int begin_capture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing_pool_ != 0)
+      throw DeviceError("CUDA graph capture on cuda:" + std::to_string(device_) + ": another capture is underway");
+    capturing_pool_ = ++last_pool_;
+    capturing_thread_ = std::this_thread::get_id();
+    pools_[capturing_pool_];
+    return capturing_pool_;
+  }
+  void end_capture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_pool_ = 0;
+  }
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capturing_pool_ != 0;
+  }
+  void hold_pinned(void* p) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (capturing_pool_ != 0) {
+        pools_[capturing_pool_].held_pinned.push_back(p);
+        return;
+      }
+    }
+    pinned_release_later(p, device_);
+  }
+  // The graph is gone: its free and held blocks go to the ordinary free lists; blocks still
+  // owned by tensors follow when those are freed (their pool no longer exists).
+  void release_pool(int pool) {
+    std::vector<void*> pinned;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pools_.find(pool);
+      if (it == pools_.end()) return;
+      for (auto& [size, blocks] : it->second.free)
+        for (void* p : blocks) free_[size].push_back(p);
+      for (auto& [p, size] : it->second.held) free_[size].push_back(p);
+      pinned = std::move(it->second.held_pinned);
+      pools_.erase(it);
+      if (capturing_pool_ == pool) capturing_pool_ = 0;
+    }
+    for (void* p : pinned) pinned_release_later(p, device_);
+  }
+
  private:
+  static void* take_free(FreeLists& lists, size_t size) {
+    auto it = lists.find(size);
+    if (it == lists.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    return p;
+  }
+
   void collect_pending() { move_finished_to_free(pending_, free_); }
 
   // Returns free blocks to the driver. cudaFree waits for the device, so queued kernels that
@@ -218,6 +291,9 @@ class DeviceCache {
   std::unordered_map<void*, LiveBlock> live_;
   std::vector<PendingBlock> pending_;
   AllocatorStats stats_;
+  std::map<int, CapturePool> pools_;
+  int capturing_pool_ = 0, last_pool_ = 0;
+  std::thread::id capturing_thread_;
 };
 
 void register_stats_provider();
@@ -288,6 +364,10 @@ PinnedCache& pinned_cache() {
   return *cache;
 }
 
+// A held pinned buffer goes back once the device's compute stream (where the last replay that
+// read it was queued) has passed this point.
+void pinned_release_later(void* p, int device) { pinned_cache().release(p, compute_stream(device)); }
+
 
 
 // get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first
@@ -314,6 +394,11 @@ void record_stream(void* p, int device, void* stream) {
 AllocatorStats allocator_stats(int device) { return cache_for(device).stats(); }
 void reset_peak_stats(int device) { cache_for(device).reset_peaks(); }
 void empty_cache(int device) { cache_for(device).empty(); }
+int begin_capture_pool(int device) { return cache_for(device).begin_capture(); }
+void end_capture_pool(int device) { cache_for(device).end_capture(); }
+void release_capture_pool(int device, int pool) { cache_for(device).release_pool(pool); }
+bool capture_underway(int device) { return cache_for(device).capturing(); }
+void hold_pinned_for_capture(int device, void* p) { cache_for(device).hold_pinned(p); }
 void* pinned_alloc(size_t nbytes) { return pinned_cache().allocate(nbytes); }
 void pinned_free(void* p, void* stream) { pinned_cache().release(p, static_cast<cudaStream_t>(stream)); }
 

@@ -50,4 +50,23 @@ void empty_cache(int device);
 void* pinned_alloc(size_t nbytes);
 void pinned_free(void* p, void* stream);
 
+// ---- private pools for CUDA graph capture (step_graph.h) ----
+// A captured graph replays its kernels on the same addresses forever, so the memory it used must
+// not go to anyone else while the graph lives. Between begin_capture_pool and end_capture_pool,
+// the capturing thread's allocations on `device` come from a new private pool (its own free
+// lists; blocks freed during capture are reused within the capture, in stream order), and
+// blocks from outside the pool freed during capture are held back (a captured kernel may still
+// use them). After end_capture_pool the pool's free blocks stay reserved for replays; blocks
+// still owned by tensors return to it when freed. release_capture_pool(id), once the graph is
+// gone, hands everything back to the device's ordinary free lists (stream order makes that safe:
+// later work queues behind the last replay). Pinned staging buffers that captured copies read
+// are held the same way (hold_pinned_for_capture).
+int begin_capture_pool(int device);
+void end_capture_pool(int device);
+void release_capture_pool(int device, int pool);
+// True while `device` has a capture underway (any thread).
+bool capture_underway(int device);
+// Keeps a pinned buffer a captured host-to-device copy reads until the pool is released.
+void hold_pinned_for_capture(int device, void* p);
+
 }  // namespace tandem::cuda

@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/step_graph.h"
 
 namespace tandem {
 
@@ -44,13 +45,19 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
   if (src_on_host) {
     // Host to device goes through a pinned staging buffer: the host copy into it is the only
     // wait, the DMA runs asynchronously behind the kernels already queued, and the buffer
-    // returns to the pinned cache once an event says the copy finished.
+    // returns to the pinned cache once an event says the copy finished. A copy captured into a
+    // CUDA graph reads the buffer at every replay, so the graph's pool keeps it instead.
     void* staging = cuda::pinned_alloc(nbytes);
     std::memcpy(staging, src, nbytes);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, staging, nbytes, cudaMemcpyHostToDevice, stream));
-    cuda::pinned_free(staging, stream);
+    if (cuda::capture_underway(device_index)) {
+      cuda::hold_pinned_for_capture(device_index, staging);
+    } else {
+      cuda::pinned_free(staging, stream);
+    }
     return;
   }
+  if (dst_on_host) cuda::count_host_read();
   const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
   // The host reads device-to-host results right after this call.
@@ -58,6 +65,7 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
 }
 
 void CudaBackend::synchronize(int device_index) {
+  cuda::count_host_read();
   cuda::DeviceGuard guard(device_index);
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(device_index)));
 }

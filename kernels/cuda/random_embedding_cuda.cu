@@ -27,6 +27,7 @@
 #include "engine/tensor/philox.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/norm_common.cuh"
+#include "kernels/cuda/step_graph.h"
 
 namespace tandem {
 namespace {
@@ -154,6 +155,7 @@ bool vector_aligned(const void* p) {
 }  // namespace
 
 void CudaBackend::random_fill(const TensorView& out, uint64_t seed, uint64_t offset, bool normal, double a, double b) {
+  cuda::count_random_launch();  // a CUDA graph would replay this offset (step_graph.h)
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::dispatch_float(out.dtype, "random_fill", [&](auto tag) {
@@ -166,6 +168,7 @@ void CudaBackend::random_fill(const TensorView& out, uint64_t seed, uint64_t off
 
 void CudaBackend::dropout(const TensorView& x, double p, uint64_t seed, uint64_t offset, const TensorView& y,
                           const TensorView& mask) {
+  cuda::count_random_launch();
   const int64_t n = x.numel();
   if (n == 0) return;
   cuda::dispatch_float(x.dtype, "dropout", [&](auto tag) {

@@ -94,6 +94,7 @@ TEST(ConfigArgs, BadValuesSayWhatIsAllowed) {
   expect_error<ConfigError>([] { parse({"--trainer.gradient_clip_algorithm=clamp"}); }, {"one of norm, value"});
   expect_error<ConfigError>([] { parse({"--trainer.enable_checkpointing=maybe"}); }, {"true or false"});
   expect_error<ConfigError>([] { parse({"--trainer.allow_tf32=maybe"}); }, {"--trainer.allow_tf32=maybe", "true or false"});
+  expect_error<ConfigError>([] { parse({"--trainer.cuda_graph=sometimes"}); }, {"--trainer.cuda_graph=sometimes", "true or false"});
   expect_error<ConfigError>([] { parse({"--trainer.devices={a: 1}"}); }, {"expected an int"});
   expect_error<ConfigError>([] { parse({"--trainer.devices=[[0]]"}); }, {"expected an int"});
   expect_error<ConfigError>([] { parse({"--trainer.max_epochs=-5"}); }, {">= -1"});

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/ops/host_checks.h"
 #include "engine/ops/ops.h"
 
 namespace tandem {
@@ -73,6 +74,13 @@ TEST(OpErrors, LossAndIndexValidation) {
   Tensor logits = Tensor::zeros({2, 3});
   expect_error<ValueError>([&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 3}, {2})); },
                            "target 3 is out of bounds for 3 classes");
+  {  // Deferring host checks (CUDA graph steps) skips only device targets: CPU ones cost no sync.
+    ops::DeferHostChecks defer;
+    EXPECT_TRUE(ops::host_checks_deferred());
+    expect_error<ValueError>([&] { cross_entropy(logits, Tensor::from_vector<int64_t>({-1, 0}, {2})); },
+                             "target -1 is out of bounds for 3 classes");
+  }
+  EXPECT_FALSE(ops::host_checks_deferred());
   expect_error<DTypeError>([&] { cross_entropy(logits, Tensor::zeros({2})); }, "int64");
   expect_error<ShapeError>([&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2}, {3})); },
                            "does not match input");

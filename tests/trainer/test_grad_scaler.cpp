@@ -31,6 +31,27 @@ TEST(GradScaler, ScalesTheLossAndDividesGradientsBack) {
   EXPECT_FALSE(no_grad.grad().defined());
 }
 
+TEST(GradScaler, UnscalesInPlaceAndScalesThroughOneTensorThatFollowsTheScale) {
+  // Gradient buffers keep their addresses (DDP bucket views and CUDA graph replays write there).
+  GradScaler scaler({/*init_scale=*/8.0, /*growth_factor=*/2.0, /*backoff_factor=*/0.5, /*growth_interval=*/1});
+  Tensor a = param_with_grad({8.0f, -4.0f});
+  const void* buffer = a.grad().raw_data();
+  EXPECT_TRUE(scaler.unscale({a}));
+  EXPECT_EQ(a.grad().raw_data(), buffer);
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{1.0f, -0.5f}));
+  // The loss is multiplied by the current scale after every update, and the product is
+  // differentiable: d(scaled)/d(loss) = scale.
+  Tensor loss = Tensor::scalar(3.0, DType::Float32).requires_grad_();
+  EXPECT_DOUBLE_EQ(scaler.scale_loss(loss).item(), 24.0);
+  scaler.update(false);  // growth_interval 1: the scale doubles
+  Tensor scaled = scaler.scale_loss(loss);
+  EXPECT_DOUBLE_EQ(scaled.item(), 48.0);
+  scaled.backward();
+  EXPECT_DOUBLE_EQ(loss.grad().item(), 16.0);
+  scaler.update(true);  // backoff
+  EXPECT_DOUBLE_EQ(scaler.scale_loss(loss).item(), 24.0);
+}
+
 TEST(GradScaler, AnInfOrNanAnywhereReportsTheStepAsSkippable) {
   GradScaler scaler;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();

@@ -94,6 +94,62 @@ TEST(TrainerLogging, NonScalarTensorIsRejected) {
   expect_error<ValueError>([&] { trainer.fit(model, dm); }, {"logits", "[8, 3]", "one-element"});
 }
 
+// CUDA graph steps record what training_step logs (tensors unread) and apply it after the step.
+TEST(TrainerLogging, DeferredLogsKeepTensorsUnreadUntilApplied) {
+  LoggerConnector logs;
+  logs.begin_epoch(RunningStage::Train);
+  logs.set_context(RunningStage::Train, LogHook::TrainingStep);
+  logs.begin_deferring();
+  EXPECT_TRUE(logs.deferring());
+  Tensor loss = Tensor::scalar(1.5);
+  logs.defer({"loss", loss, 0.0, {}});
+  logs.defer({"lr", Tensor(), 0.25, {}});
+  const auto recorded = logs.end_deferring();
+  EXPECT_FALSE(logs.deferring());
+  ASSERT_EQ(recorded.size(), 2u);
+  EXPECT_TRUE(logs.callback_metrics().empty());
+  loss.fill_(2.5);  // a replay rewrites the tensor: its value at apply time is logged
+  logs.log_deferred(recorded);
+  logs.end_step(RunningStage::Train);
+  EXPECT_EQ(logs.callback_metrics().at("loss"), 2.5);
+  EXPECT_EQ(logs.callback_metrics().at("lr"), 0.25);
+}
+
+TEST(TrainerLogging, LightningModuleLogIsRecordedWhileTheConnectorDefers) {
+  // Turns deferring on around each training_step and checks what LightningModule::log recorded.
+  class Recorder : public Callback {
+   public:
+    std::string name() const override { return "Recorder"; }
+    void on_train_batch_start(Trainer& t, LightningModule&, const data::Batch&, int64_t) override {
+      t.logger_connector().begin_deferring();
+    }
+    void on_train_batch_end(Trainer& t, LightningModule&, const Tensor& loss, const data::Batch&, int64_t) override {
+      const auto recorded = t.logger_connector().end_deferring();
+      ASSERT_EQ(recorded.size(), 1u);
+      EXPECT_EQ(recorded[0].name, "train_loss");
+      ASSERT_TRUE(recorded[0].tensor.defined());
+      EXPECT_EQ(recorded[0].tensor.item(), loss.item());
+      EXPECT_TRUE(recorded[0].options.prog_bar);
+      t.logger_connector().log_deferred(recorded);
+      last_loss = loss.item();
+      ++batches;
+    }
+    double last_loss = 0;
+    int batches = 0;
+  };
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.max_steps = 3;
+  auto recorder = std::make_shared<Recorder>();
+  o.callbacks = {recorder};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(recorder->batches, 3);
+  EXPECT_EQ(trainer.callback_metrics().at("train_loss"), recorder->last_loss);
+}
+
 TEST(TrainerLogging, MetricsCsvHasLightningsLayout) {
   TempDir dir;
   TrainerOptions o = quiet_options(dir.path);

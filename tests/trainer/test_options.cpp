@@ -45,6 +45,8 @@ TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
   expect_invalid([](auto& o) { o.strategy = "dp"; }, {"strategy=dp", "accelerator=cuda"});
   expect_invalid([](auto& o) { o.process_group_backend = "gloo"; }, {"process_group_backend=gloo", "auto, mpi, nccl"});
   expect_invalid([](auto& o) { o.collective_timeout = 0; }, {"collective_timeout", "> 0"});
+  // CUDA graphs need one GPU in one process.
+  expect_invalid([](auto& o) { o.cuda_graph = true; }, {"cuda_graph=true", "accelerator=cuda", "accelerator=cpu", "cuda_graph=false"});
 }
 
 TEST(TrainerOptionsTest, DdpWithOneDeviceIsAWorldOfOne) {
