@@ -3,13 +3,17 @@
 // conv(1->32,3x3,p1)-ReLU-maxpool2-conv(32->64,3x3,p1)-ReLU-maxpool2-fc(3136->128)-ReLU-fc(128->10).
 // The twin is bench/peers/mlp_step_torch.py; bench/run_mlp_step.sh (CPU) and
 // bench/run_train_step_cuda.sh (GPU) run both and print ratios.
-//   build/bin/bench_mlp_step [batch] [steps] [mlp|cnn] [cpu|cuda] [32-true|bf16-mixed|16-mixed]
+//   build/bin/bench_mlp_step [batch] [steps] [mlp|cnn] [cpu|cuda] [32-true|bf16-mixed|16-mixed] [eager|graph]
+// `graph` (CUDA): after the warm-up, forward + backward are captured once into a CUDA graph
+// (kernels/cuda/step_graph.h) and each step replays it, then runs the Adam step and zeroes the
+// gradients in place, as the Trainer does with --trainer.cuda_graph=true.
 // On CUDA the clock covers `steps` steps queued back to back and one synchronize at the end
 // (throughput, as the twin measures it), and the JSON adds the allocator's peak device bytes.
 // bf16-mixed runs the step under autocast; 16-mixed adds the GradScaler (scaled loss, unscale
 // and inf check, one host sync per step, as PyTorch's GradScaler).
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +27,7 @@
 #include "engine/tensor/generator.h"
 #include "engine/trainer/grad_scaler.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/step_graph.h"
 
 using namespace tandem;
 
@@ -32,6 +37,15 @@ int main(int argc, char** argv) try {
   const std::string kind = argc > 3 ? argv[3] : "mlp";
   const std::string device_name = argc > 4 ? argv[4] : "cpu";
   const std::string precision = argc > 5 ? argv[5] : "32-true";
+  const std::string mode = argc > 6 ? argv[6] : "eager";
+  if (mode != "eager" && mode != "graph") {
+    std::fprintf(stderr, "bench_mlp_step: mode must be eager or graph, got %s\n", mode.c_str());
+    return 2;
+  }
+  if (mode == "graph" && device_name != "cuda") {
+    std::fprintf(stderr, "bench_mlp_step: graph mode runs on cuda only\n");
+    return 2;
+  }
   if (device_name != "cpu" && device_name != "cuda") {
     std::fprintf(stderr, "bench_mlp_step: device must be cpu or cuda, got %s\n", device_name.c_str());
     return 2;
@@ -72,25 +86,37 @@ int main(int argc, char** argv) try {
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
   Tensor y = Tensor::from_vector(labels, {batch}).to(device);
-  auto step = [&] {
+  const bool graphed = mode == "graph";
+  auto forward_backward = [&] {
     Tensor loss;
     {
       autocast::Guard autocast(low);
       loss = cross_entropy((*model)(x), y);
     }
-    opt.zero_grad();
+    (scaler ? scaler->scale_loss(loss) : loss).backward();
+  };
+  auto update = [&] {
     if (scaler) {
-      scaler->scale_loss(loss).backward();
       const bool finite = scaler->unscale(model->parameters());
       if (finite) opt.step();
       scaler->update(!finite);
     } else {
-      loss.backward();
       opt.step();
     }
+    opt.zero_grad(/*set_to_none=*/!graphed);  // a graph accumulates into the buffers it captured
+  };
+  std::unique_ptr<cuda::StepGraph> graph;
+  auto step = [&] {
+    if (graph) {
+      graph->replay();
+    } else {
+      forward_backward();
+    }
+    update();
   };
   auto sync = [&] { backend_for(device).synchronize(device.index); };
   for (int i = 0; i < 5; ++i) step();  // warm-up (and the allocator's cache)
+  if (graphed) graph = cuda::StepGraph::capture(device.index, forward_backward);
   sync();
   double step_s = 0;
   if (device.is_cuda()) {
@@ -117,9 +143,9 @@ int main(int argc, char** argv) try {
     const DeviceStats stats = CUDAAccelerator().get_device_stats(AcceleratorDevice{"cuda", 0});
     if (stats.count("peak_allocated_bytes")) peak_mb = stats.at("peak_allocated_bytes") / 1e6;
   }
-  std::printf("{\"bench\": \"%s_step\", \"impl\": \"tandem\", \"device\": \"%s\", \"precision\": \"%s\", "
+  std::printf("{\"bench\": \"%s_step\", \"impl\": \"tandem\", \"mode\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
               "\"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f, \"peak_device_mb\": %.1f}\n",
-              kind.c_str(), device_name.c_str(), precision.c_str(), (long long)batch, step_s * 1e3,
+              kind.c_str(), mode.c_str(), device_name.c_str(), precision.c_str(), (long long)batch, step_s * 1e3,
               double(batch) / step_s, peak_mb);
   return 0;
 } catch (const std::exception& e) {

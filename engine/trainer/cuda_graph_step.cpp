@@ -109,6 +109,13 @@ CudaGraphStep::Outcome CudaGraphStep::replay(LoggerConnector& logs) {
   return {true, static_loss_.clone()};
 }
 
+void CudaGraphStep::release() {
+  graph_.reset();
+  static_loss_ = Tensor();
+  recorded_logs_.clear();
+  static_batch_ = data::Batch();
+}
+
 void CudaGraphStep::turn_off(const std::string& reason) {
   phase_ = Phase::Off;
   off_reason_ = reason;

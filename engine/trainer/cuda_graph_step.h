@@ -54,6 +54,9 @@ class CudaGraphStep {
   // in the current phase: eagerly and checked, captured then replayed, or replayed.
   Outcome run(const std::function<Tensor()>& forward_backward, LoggerConnector& logs);
 
+  // After fit: the graph, its memory and the static tensors go; the counters stay readable.
+  void release();
+
   bool enabled() const { return phase_ != Phase::Off; }
   bool captured() const { return phase_ == Phase::Captured; }
   const std::string& off_reason() const { return off_reason_; }

@@ -79,6 +79,7 @@ void Trainer::run_fit() {
     progress_.batch_in_epoch = 0;
     progress_.epoch_finished = false;
   }
+  if (graph_step_) graph_step_->release();
   for_each_callback([&](Callback& cb) { cb.on_train_end(*this, *module_); });
   module_->on_train_end();
 }
