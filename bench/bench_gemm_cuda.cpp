@@ -8,6 +8,10 @@
 // Tandem (backend) >= 0.95 x cuBLAS.
 //
 // The op-API numbers include allocating each output tensor; they track the caching allocator.
+//
+// For the linear problems it also times linear(x, w, b) with a bias both ways: the bias added
+// by cuBLASLt's epilogue (the default) and the unfused path (bias copy, then GEMM with
+// beta = 1), forced through the test hook of kernels/cuda/linear_epilogue.h.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -23,6 +27,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
+#include "kernels/cuda/linear_epilogue.h"
 
 using namespace tandem;
 
@@ -116,6 +121,18 @@ void run(const Problem& pr, DType dt, int reps, cublasHandle_t h) {
                 "\"N\": %lld, \"K\": %lld, \"impl\": \"%s\", \"ms\": %.4f, \"tflops\": %.2f, \"vs_cublas\": %.3f}\n",
                 pr.what, dtype_name(dt), (long long)pr.batch, (long long)pr.m, (long long)pr.n, (long long)pr.k, impl,
                 ms, flops / (ms * 1e-3) / 1e12, direct_ms / ms);
+  if (pr.trans_b && pr.batch == 1) {  // linear with a bias: fused epilogue vs unfused
+    Tensor bias = random_on_gpu({pr.n}, dt);
+    const double fused_ms = time_ms([&] { linear(a, b, bias); }, reps);
+    cuda::set_linear_bias_epilogue_enabled(false);
+    const double unfused_ms = time_ms([&] { linear(a, b, bias); }, reps);
+    cuda::set_linear_bias_epilogue_enabled(true);
+    for (auto [impl, ms] : {std::pair{"bias_epilogue", fused_ms}, std::pair{"bias_copy_then_gemm", unfused_ms}})
+      std::printf("{\"bench\": \"linear_bias_cuda\", \"problem\": \"%s\", \"dtype\": \"%s\", \"M\": %lld, "
+                  "\"N\": %lld, \"K\": %lld, \"impl\": \"%s\", \"ms\": %.4f, \"speedup_vs_unfused\": %.3f}\n",
+                  pr.what, dtype_name(dt), (long long)pr.m, (long long)pr.n, (long long)pr.k, impl, ms,
+                  unfused_ms / ms);
+  }
   std::fflush(stdout);
 }
 

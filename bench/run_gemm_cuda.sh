@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GEMM throughput on one GPU: Tandem through the op API and through Backend::gemm (cuBLASLt)
 # vs cuBLAS called directly with the same settings, in one process, timed with CUDA events.
-# Prints a markdown table; the goal is Tandem (backend) >= 0.95 x cuBLAS.
+# Prints a markdown table; the goal is Tandem (backend) >= 0.95 x cuBLAS. A second table times
+# linear with a bias: cuBLASLt's bias epilogue vs the unfused bias copy + GEMM.
 #   bench/run_gemm_cuda.sh [reps]     (TANDEM_ALLOW_TF32=1 to time float32 with TF32 on both sides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,14 +13,21 @@ REPS=${1:-20}
 out=$("$BUILD_DIR"/bin/bench_gemm_cuda "$REPS")
 ${PYTHON:-python3} - "$out" <<'PY'
 import json, sys
-rows = {}
+rows, bias_rows = {}, {}
 for line in sys.argv[1].splitlines():
     r = json.loads(line)
-    rows.setdefault((r["problem"], r["dtype"]), {})[r["impl"]] = r
+    (bias_rows if r["bench"] == "linear_bias_cuda" else rows).setdefault((r["problem"], r["dtype"]), {})[r["impl"]] = r
 print("| problem | dtype | cuBLAS TFLOP/s | Tandem backend TFLOP/s | ratio | Tandem ops TFLOP/s | ratio |")
 print("|---|---|---|---|---|---|---|")
 for (problem, dtype), r in rows.items():
     c, b, o = r["cublas"], r["tandem_backend"], r["tandem_ops"]
     print(f"| {problem} | {dtype} | {c['tflops']:.1f} | {b['tflops']:.1f} | {b['vs_cublas']:.2f} | "
           f"{o['tflops']:.1f} | {o['vs_cublas']:.2f} |")
+if bias_rows:
+    print()
+    print("| linear with bias | dtype | bias epilogue ms | bias copy + GEMM ms | speedup |")
+    print("|---|---|---|---|---|")
+    for (problem, dtype), r in bias_rows.items():
+        f, u = r["bias_epilogue"], r["bias_copy_then_gemm"]
+        print(f"| {problem} | {dtype} | {f['ms']:.4f} | {u['ms']:.4f} | {f['speedup_vs_unfused']:.2f} |")
 PY

@@ -47,6 +47,27 @@ void Backend::nll_rows_backward(const TensorView& gloss, const TensorView& targe
 void Backend::sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) { unsupported(*this, "sgd_step"); }
 void Backend::adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) { unsupported(*this, "adam_step"); }
 
+// Linear defaults: exactly what the op front end did before these methods existed (a bias
+// copied into every row, then a GEMM adding x w^T; dw by GEMM, db by the Sum reduction), so
+// a backend without a fused version computes the same bits as before.
+void Backend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias, const TensorView& y) {
+  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
+  double beta = 0.0;
+  if (bias) {  // every row of y = bias: the [out] vector read with row stride 0
+    copy_strided(TensorView{bias->data, bias->dtype, {rows, out_f}, {0, 1}}, y);
+    beta = 1.0;
+  }
+  gemm(x.dtype, false, true, rows, out_f, in_f, 1.0, x.data, 0, w.data, 0, beta, y.data, 0, 1);
+}
+
+void Backend::linear_weight_grad(const TensorView& g, const TensorView& x, const TensorView& dw, const TensorView* db) {
+  const int64_t rows = g.shape[0], out_f = g.shape[1], in_f = x.shape[1];
+  gemm(g.dtype, true, false, out_f, in_f, rows, 1.0, g.data, 0, x.data, 0, 0.0, dw.data, 0, 1);
+  if (!db) return;
+  if (rows == 0) fill(*db, 0.0);  // an empty sum
+  else reduce(ReduceOp::Sum, g, 1, rows, out_f, *db);
+}
+
 // Multi-tensor defaults: one single-tensor update per list entry, in list order.
 namespace {
 void check_lists(const char* kernel, size_t n, std::initializer_list<size_t> sizes) {

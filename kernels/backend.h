@@ -86,6 +86,19 @@ class Backend {
   virtual void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b,
                     double beta, void* c, int64_t stride_c, int64_t batch);
+  // Linear layer forward: y[rows, out] = x[rows, in] w[out, in]^T + bias[out], the bias added
+  // to every row (bias null: no bias). One float dtype; x, w, bias and y contiguous; rows, in
+  // and out read from x's and w's shapes (in may be 0: y = bias, or 0). The default copies the
+  // bias into every row of y and runs gemm with beta = 1 (beta = 0 without a bias); a backend
+  // may fuse the bias into its GEMM (CUDA: cuBLASLt's bias epilogue).
+  virtual void linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
+                              const TensorView& y);
+  // Linear layer weight gradients from the output gradient g[rows, out] and the input
+  // x[rows, in]: dw[out, in] = g^T x and, when db is not null, db[out] = sum over rows of g
+  // (column sums; 0 when rows == 0). Contiguous, one float dtype. The default runs gemm and
+  // reduce(Sum) over [1, rows, out] (fill 0 when rows == 0).
+  virtual void linear_weight_grad(const TensorView& g, const TensorView& x, const TensorView& dw,
+                                  const TensorView* db);
 
   // ---- softmax family, rows of length `cols` ----
   virtual void softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log);

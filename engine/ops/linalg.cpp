@@ -118,13 +118,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(out_f);
   Tensor y = Tensor::empty({rows, out_f}, x.dtype(), x.device());
-  Backend& be = backend_of(x);
-  double beta = 0.0;
-  if (bias.defined()) {  // y = bias broadcast over rows, then y += x w^T (GEMM with beta = 1)
-    y.copy_(bias.detach().expand({rows, out_f}));
-    beta = 1.0;
-  }
-  be.gemm(x.dtype(), false, true, rows, out_f, in_f, 1.0, xd.raw_data(), 0, wd.raw_data(), 0, beta, y.raw_data(), 0, 1);
+  // y = x w^T + bias in every row: Backend::linear_forward (a bias copy and a GEMM, or one
+  // GEMM with the bias fused where the backend can).
+  const Tensor bd = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const TensorView bias_view = bd.defined() ? bd.view_desc() : TensorView{};
+  backend_of(x).linear_forward(xd.view_desc(), wd.view_desc(), bd.defined() ? &bias_view : nullptr, y.view_desc());
   y = y.view(out_shape);
   bool gx = ops::wants_grad(x), gw = ops::wants_grad(weight), gb = ops::wants_grad(bias);
   Shape x_shape = x.shape();
@@ -139,12 +137,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               dx.raw_data(), 0, 1);
       dx = dx.view(x_shape);
     }
-    if (gw) {  // dw [out, in] = g^T [out, rows] @ x [rows, in]
+    if (gw) {  // dw [out, in] = g^T [out, rows] @ x [rows, in]; db [out] = column sums of g, with it
       dw = Tensor::empty({out_f, in_f}, g2.dtype(), g2.device());
-      be.gemm(g2.dtype(), true, false, out_f, in_f, rows, 1.0, g2.raw_data(), 0, xd.raw_data(), 0, 0.0,
-              dw.raw_data(), 0, 1);
+      if (gb) db = Tensor::empty({out_f}, g2.dtype(), g2.device());
+      const TensorView db_view = gb ? db.view_desc() : TensorView{};
+      be.linear_weight_grad(g2.view_desc(), xd.view_desc(), dw.view_desc(), gb ? &db_view : nullptr);
+    } else if (gb) {  // frozen weight: only the bias gradient
+      db = sum(g2, {0});
     }
-    if (gb) db = sum(g2, {0});
     return std::vector<Tensor>{dx, dw, db};
   });
   return y;

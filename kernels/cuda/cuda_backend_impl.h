@@ -1,7 +1,8 @@
 // The CUDA backend's class: the same kernel methods as the CPU reference (kernels/cpu), each
 // family in its own file: memory_cuda.cu (memory, copies, fill), elementwise_cuda.cu (casts,
 // unary, binary, where), reduce_cuda.cu, softmax_loss_cuda.cu (softmax, NLL rows),
-// gemm_cuda.cu (cuBLASLt), conv_pool_cuda.cu (cuDNN conv, pooling), norm_cuda.cu,
+// gemm_cuda.cu (cuBLASLt), gemm_epilogue_cuda.cu (linear forward with cuBLASLt's bias
+// epilogue), conv_pool_cuda.cu (cuDNN conv, pooling), norm_cuda.cu,
 // random_embedding_cuda.cu (Philox fill, dropout, embedding), optim_cuda.cu (fused updates).
 // Kernels run on cuda::current_stream() (kernels/cuda/cuda_context.h).
 #pragma once
@@ -28,6 +29,7 @@ class CudaBackend final : public Backend {
   void reduce(ReduceOp op, const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out) override;
   void argmax(const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out, bool is_min) override;
   void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c, int64_t stride_c, int64_t batch) override;
+  void linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias, const TensorView& y) override;
   void softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) override;
   void softmax_backward(const TensorView& y, const TensorView& gy, int64_t rows, int64_t cols, const TensorView& gx, bool log) override;
   void conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p, const TensorView& y) override;

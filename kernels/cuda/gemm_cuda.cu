@@ -18,6 +18,11 @@
 // type and accumulate in float (scale type float), and split-K partial sums are kept in float
 // (reduction schemes that round partials to the half type are excluded) so a result is rounded
 // to the half type once. Split-K never reduces in place (see make_plan), for reproducibility.
+//
+// Epilogues (gemm_lt.cuh, used by gemm_epilogue_cuda.cu): a plan may carry cuBLASLt's bias
+// epilogue. Its bias vector follows cuBLASLt's D rows, which are our C's columns (n of them),
+// so row-major C[i][j] += bias[j]. When the heuristic has no algorithm for an epilogue problem,
+// the plan records that and lt_matmul returns false, so the caller falls back to unfused work.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -32,9 +37,13 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/gemm_lt.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 
 namespace tandem {
+
+using gemm_lt::DTypeInfo;
+using gemm_lt::Epilogue;
 
 namespace {
 
@@ -49,15 +58,18 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kMaxPlans = 512;  // past this many shapes the cache starts over
 constexpr int kMaxDevices = 64;
 
-// Everything that decides a cuBLASLt plan.
+// Everything that decides a cuBLASLt plan. epilogue is a cublasLtEpilogue_t; align_bias is 0
+// without a bias (cuBLASLt's heuristic reads the bias pointer's value for its alignment).
 struct GemmKey {
   int dtype, compute;
   bool trans_a, trans_b;
   int64_t m, n, k, stride_a, stride_b, stride_c, batch;
   uint32_t align_a, align_b, align_c;
+  int epilogue;
+  uint32_t align_bias;
   auto tied() const {
     return std::tie(dtype, compute, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch, align_a, align_b,
-                    align_c);
+                    align_c, epilogue, align_bias);
   }
   bool operator<(const GemmKey& o) const { return tied() < o.tied(); }
 };
@@ -67,6 +79,7 @@ struct GemmPlan {
   cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  bool has_algo = true;  // false: cuBLASLt has no algorithm for this epilogue problem (nothing else set)
 };
 
 void destroy_plan(GemmPlan& p) {  // best effort: only called while dropping the cache
@@ -125,7 +138,14 @@ cublasLtMatrixLayout_t make_layout(cudaDataType type, int64_t rows, int64_t cols
   return layout;
 }
 
-GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_type, cudaDataType scale_type) {
+void set_bias_pointer(cublasLtMatmulDesc_t desc, const void* bias) {
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+}
+
+// `bias` (epilogue plans only) is the pointer of the call that builds the plan: the heuristic
+// reads its alignment, which the key records.
+GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_type, cudaDataType scale_type,
+                   const void* bias) {
   GemmPlan p;
   try {
     const auto compute = cublasComputeType_t(key.compute);
@@ -135,6 +155,16 @@ GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_ty
     const int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    const bool fused = key.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    if (fused) {
+      // The bias's element type is left at its default, the type of D (our C) for every dtype
+      // here (cuBLASLt documents other defaults only for integer and fp8 outputs), which is
+      // the bias tensor's dtype: linear checks that bias, x and w share one dtype.
+      const uint32_t epilogue = uint32_t(key.epilogue);
+      TANDEM_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+      set_bias_pointer(p.desc, bias);
+    }
     // Our B as stored: row-major [k,n] = column-major [n,k] (ld n), or row-major [n,k] = column-major [k,n] (ld k).
     p.lt_a = key.trans_b ? make_layout(data_type, key.k, key.n, key.k, key.batch, key.stride_b)
                          : make_layout(data_type, key.n, key.k, key.n, key.batch, key.stride_b);
@@ -162,10 +192,23 @@ GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_ty
     set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
              uint32_t(half ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
                            : CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_INPLACE));
-    if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.lt_a, p.lt_b, p.lt_c, p.lt_c, pref, 1, &result,
-                                              &found);
+    if (status != CUBLAS_STATUS_SUCCESS) {  // a preference attribute was refused: a real error
+      cublasLtMatmulPreferenceDestroy(pref);
+      TANDEM_CUBLAS_CHECK(status);
+    }
+    status = cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.lt_a, p.lt_b, p.lt_c, p.lt_c, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    // An epilogue problem without an algorithm is an answer, not an error: "not supported", no
+    // result, or "invalid value" (which PyTorch's addmm notes the heuristic answering for a
+    // bias epilogue with a one-row or one-column operand; gemm_epilogue_cuda.cu does not ask
+    // for those shapes either).
+    const bool no_algo = status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                         (status == CUBLAS_STATUS_SUCCESS && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS));
+    if (fused && (no_algo || status == CUBLAS_STATUS_INVALID_VALUE)) {
+      destroy_plan(p);
+      p.has_algo = false;
+      return p;
+    }
     TANDEM_CUBLAS_CHECK(status);
     if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
       throw DeviceError("gemm: cuBLASLt has no algorithm for " + std::string(dtype_name(DType(key.dtype))) + " m=" +
@@ -195,13 +238,9 @@ __global__ void scale_matrices_kernel(T* c, int64_t mn, int64_t stride, int64_t 
   }
 }
 
-struct DTypeInfo {
-  cudaDataType data, scale;
-  cublasComputeType_t compute;
-  size_t bytes;
-};
+}  // namespace
 
-DTypeInfo dtype_info(DType dtype) {
+DTypeInfo gemm_lt::dtype_info(DType dtype) {
   switch (dtype) {
     case DType::Float32:
       return {CUDA_R_32F, CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, 4};
@@ -213,15 +252,19 @@ DTypeInfo dtype_info(DType dtype) {
   throw DTypeError(std::string("gemm on CUDA supports float32, float64, float16 and bfloat16, got ") + dtype_name(dtype));
 }
 
-// One cuBLASLt call: `batch` (fits int32) products with the given batch strides.
-void lt_matmul(DType dtype, const DTypeInfo& info, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-               double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c,
-               int64_t stride_c, int64_t batch) {
+bool gemm_lt::lt_matmul(DType dtype, const DTypeInfo& info, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b,
+                        double beta, void* c, int64_t stride_c, int64_t batch, Epilogue epilogue, const void* bias) {
+  const bool fused = epilogue != Epilogue::None;
+  if (fused && (bias == nullptr || batch != 1 || beta != 0))
+    throw DeviceError("gemm: the bias epilogue takes one product, a bias pointer and beta = 0");
   const int device = cuda::current_device();
   GemmKey key{int(dtype), int(info.compute), trans_a, trans_b, m, n, k,
               batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0, batch,
               alignment_of(a, stride_a, batch, info.bytes), alignment_of(b, stride_b, batch, info.bytes),
-              alignment_of(c, stride_c, batch, info.bytes)};
+              alignment_of(c, stride_c, batch, info.bytes),
+              fused ? int(CUBLASLT_EPILOGUE_BIAS) : int(CUBLASLT_EPILOGUE_DEFAULT),
+              fused ? alignment_of(bias, 0, 1, info.bytes) : 0};
   std::lock_guard<std::mutex> lock(g_gemm_mutex);
   DeviceGemmState& st = gemm_state(device);
   auto it = st.plans.find(key);
@@ -230,17 +273,27 @@ void lt_matmul(DType dtype, const DTypeInfo& info, bool trans_a, bool trans_b, i
       for (auto& [k_, plan] : st.plans) destroy_plan(plan);
       st.plans.clear();
     }
-    it = st.plans.emplace(key, make_plan(st, key, info.data, info.scale)).first;
+    it = st.plans.emplace(key, make_plan(st, key, info.data, info.scale, bias)).first;
   }
-  const GemmPlan& p = it->second;
+  GemmPlan& p = it->second;
+  if (!p.has_algo) return false;
+  if (fused) set_bias_pointer(p.desc, bias);  // this call's bias (the plan keeps the first one's)
   const float alpha_f = float(alpha), beta_f = float(beta);
   const void* alpha_p = info.scale == CUDA_R_64F ? static_cast<const void*>(&alpha) : &alpha_f;
   const void* beta_p = info.scale == CUDA_R_64F ? static_cast<const void*>(&beta) : &beta_f;
-  TANDEM_CUBLAS_CHECK(cublasLtMatmul(st.handle, p.desc, alpha_p, b, p.lt_a, a, p.lt_b, beta_p, c, p.lt_c, c, p.lt_c,
-                                     &p.algo, st.workspace, p.workspace, cuda::current_stream()));
+  const cublasStatus_t status = cublasLtMatmul(st.handle, p.desc, alpha_p, b, p.lt_a, a, p.lt_b, beta_p, c, p.lt_c, c,
+                                               p.lt_c, &p.algo, st.workspace, p.workspace, cuda::current_stream());
+  if (fused && status == CUBLAS_STATUS_NOT_SUPPORTED) {  // refused before launching: remember, fall back
+    destroy_plan(p);
+    p.has_algo = false;
+    return false;
+  }
+  TANDEM_CUBLAS_CHECK(status);
+  return true;
 }
 
-}  // namespace
+using gemm_lt::dtype_info;
+using gemm_lt::lt_matmul;
 
 void CudaBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                        const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c,

@@ -1,4 +1,5 @@
-// Helpers shared by the CUDA gemm/conv/pool tests (test_cuda_gemm_conv.cpp, test_cuda_pool.cpp):
+// Helpers shared by the CUDA gemm/conv/pool tests (test_cuda_gemm_conv.cpp, test_cuda_pool.cpp,
+// test_cuda_linear_epilogue.cpp):
 // inputs rounded once to the dtype under test, kept as a device copy and as a float64 CPU copy
 // of the same rounded values (the reference computes on those), and error measures.
 #pragma once
@@ -28,6 +29,14 @@ inline double unit_roundoff(DType dt) {
     case DType::BFloat16: return std::ldexp(1.0, -8);
     default: return std::ldexp(1.0, -24);
   }
+}
+
+// Relative error bound of a length-k dot product (GEMM element, column sum) rounded to dt:
+// |err| <= tol * sum |a_i b_i| with tol = 2u(output) + 2(k+4)u(accumulator); half types
+// accumulate in float. A TF32 product (u = 2^-11) fails the float32 bound.
+inline double gemm_tolerance(DType dt, int64_t k) {
+  const double u_acc = dt == DType::Float64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  return 2 * unit_roundoff(dt) + 2 * double(k + 4) * u_acc;
 }
 
 // One input: `dev` holds the values rounded to the dtype on the GPU; `ref` the same rounded

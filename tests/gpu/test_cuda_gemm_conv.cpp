@@ -16,11 +16,6 @@
 namespace tandem::testing::gemm_conv {
 namespace {
 
-double gemm_tolerance(DType dt, int64_t k) {
-  const double u_acc = dt == DType::Float64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  return 2 * unit_roundoff(dt) + 2 * double(k + 4) * u_acc;
-}
-
 struct GemmSpec {
   DType dt;
   bool ta, tb;

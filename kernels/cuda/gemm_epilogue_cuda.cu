@@ -1,0 +1,81 @@
+// Backend::linear_forward on CUDA: y = x w^T + bias as one cuBLASLt GEMM with the bias
+// epilogue, instead of the default's bias copy into y followed by a GEMM with beta = 1 (which
+// writes y once more and makes the GEMM read it back).
+//
+// Layout. y[rows, out] = x[rows, in] w[out, in]^T is Backend::gemm with trans_a = false,
+// trans_b = true, m = rows, n = out, k = in. gemm_cuda.cu hands cuBLASLt the column-major
+// problem D [out, rows] = op(w) op(x) (D is y's bytes, ld = out). cublasLt.h says of
+// CUBLASLT_EPILOGUE_BIAS that the bias vector's length must match D's rows, that it is packed
+// (stride 1) and is broadcast to all of D's columns: D's rows are the out features, so bias[j]
+// is added to y[i][j] for every row i, as linear needs, with no transposed copy of anything.
+// The bias's element type defaults to D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: other
+// defaults only for integer and fp8 outputs), the dtype every operand of linear has;
+// float16/bfloat16 products accumulate in float and y is rounded once.
+//
+// When the unfused default runs instead:
+//  - no bias (nothing to fuse), or the test hook (linear_epilogue.h) turned the epilogue off;
+//  - in or out features below 2: PyTorch's addmm keeps its bias epilogue to mat2 dims > 1,
+//    noting that cuBLASLt's heuristic answered "invalid value" for a one-row or one-column
+//    operand (rows of 1 stay fused, as there with CUDA >= 12.1);
+//  - a dimension of 2^31 or more (gemm's own limit; it then throws the ShapeError);
+//  - cuBLASLt has no algorithm for the problem, a dtype without a bias epilogue for instance
+//    (gemm_lt::lt_matmul returns false; the answer is cached per problem, never thrown).
+// Both paths are run-to-run deterministic: the GEMM is the same cuBLASLt GEMM and the bias is
+// an elementwise add.
+//
+// Backward: linear_weight_grad keeps Backend's default (gemm for dw, the reduce kernel for db).
+// cuBLASLt's BGRADB epilogue could compute db (the column sums of g, a sum over the GEMM's k =
+// rows) inside the dw GEMM, but its documentation says nothing about how that sum is ordered:
+// cublasLt.h describes BGRADA/BGRADB with no word on determinism, and the cuBLAS guide's
+// "Results reproducibility" section is only the library-wide statement (same toolkit,
+// architecture and SM count), the one that also covers the in-place split-K reduction that
+// gemm_cuda.cu refuses on other users' reports. Training must give identical gradients run to
+// run, so db stays on reduce_cuda.cu's fixed-order reduction.
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/gemm_lt.cuh"
+#include "kernels/cuda/linear_epilogue.h"
+
+namespace tandem {
+
+namespace {
+
+std::atomic<bool> g_bias_epilogue_enabled{true};
+std::atomic<int64_t> g_fused_calls{0}, g_unfused_calls{0};
+
+constexpr int64_t kMaxLtDim = INT32_MAX;
+
+bool bias_epilogue_applies(int64_t rows, int64_t in_f, int64_t out_f) {
+  return g_bias_epilogue_enabled.load(std::memory_order_relaxed) && rows >= 1 && in_f > 1 && out_f > 1 &&
+         rows <= kMaxLtDim && in_f <= kMaxLtDim && out_f <= kMaxLtDim;
+}
+
+}  // namespace
+
+void cuda::set_linear_bias_epilogue_enabled(bool enabled) { g_bias_epilogue_enabled.store(enabled); }
+bool cuda::linear_bias_epilogue_enabled() { return g_bias_epilogue_enabled.load(); }
+cuda::LinearBiasPathCounts cuda::linear_bias_path_counts() { return {g_fused_calls.load(), g_unfused_calls.load()}; }
+
+void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
+                                 const TensorView& y) {
+  if (bias == nullptr) {  // y = x w^T: one plain GEMM
+    Backend::linear_forward(x, w, bias, y);
+    return;
+  }
+  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
+  if (bias_epilogue_applies(rows, in_f, out_f)) {
+    const gemm_lt::DTypeInfo info = gemm_lt::dtype_info(x.dtype);
+    if (gemm_lt::lt_matmul(x.dtype, info, /*trans_a=*/false, /*trans_b=*/true, rows, out_f, in_f, 1.0, x.data, 0,
+                           w.data, 0, /*beta=*/0.0, y.data, 0, /*batch=*/1, gemm_lt::Epilogue::Bias, bias->data)) {
+      g_fused_calls.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  g_unfused_calls.fetch_add(1, std::memory_order_relaxed);
+  Backend::linear_forward(x, w, bias, y);
+}
+
+}  // namespace tandem
