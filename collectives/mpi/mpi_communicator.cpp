@@ -2,13 +2,17 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <thread>
 
 #include "collectives/collective_checks.h"
+#include "collectives/mpi_cuda_aware.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_work.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/ops/ops.h"
+#include "kernels/backend.h"
 
 namespace tandem::collectives {
 
@@ -49,20 +53,51 @@ bool same_buffer(const Tensor& a, const Tensor& b) {
   return a.raw_data() == b.raw_data() && a.device() == b.device();
 }
 
-// Host view of a tensor MPI reads: itself on the CPU, a staged copy of a device tensor.
-Tensor host_input(const Tensor& t) {
-  if (t.device().is_cpu()) return t;
-  NoGradGuard no_grad;
-  return t.detach().to(Device::cpu());
+// device_pointers: whether MPI takes CUDA device pointers (MpiCommunicator::passes_device_pointers).
+// The buffer MPI reads for a tensor: the tensor itself on the host or with device pointers, else
+// a pinned host copy of it (one device-to-host DMA, done when this returns).
+Tensor mpi_input(const Tensor& t, bool device_pointers) {
+  if (t.device().is_cpu() || device_pointers) return t;
+  Tensor host = Tensor::empty_pinned(t.shape(), t.dtype());
+  host.copy_(t);
+  return host;
 }
-// Host buffer MPI writes: the output itself on the CPU, else a staging tensor copied back.
-Tensor host_output(const Tensor& t) {
-  return t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+// The buffer MPI writes a tensor's result into: the tensor itself on the host or with device
+// pointers, else a pinned host buffer that copy_back moves to the device afterwards.
+Tensor mpi_output(const Tensor& t, bool device_pointers) {
+  return t.device().is_cpu() || device_pointers ? t : Tensor::empty_pinned(t.shape(), t.dtype());
 }
+// Result into the caller's tensor: nothing when MPI wrote it directly, else one host-to-device
+// DMA from the pinned buffer (asynchronous; the buffer's free waits for it).
 void copy_back(const Tensor& output, const Tensor& host) {
   if (same_buffer(output, host)) return;
   NoGradGuard no_grad;
   Tensor target = output;
+  target.copy_(host);
+}
+// MPI does not know Tandem's compute streams: before it reads or writes device memory, the
+// kernels queued on the device (that produce the input, or still use the output's block, which
+// the caching allocator may have just handed over) must have finished.
+void sync_before_mpi(const Tensor& a, const Tensor& b = Tensor()) {
+  if (!a.device().is_cpu()) backend_for(a.device()).synchronize(a.device().index);
+  if (b.defined() && !b.device().is_cpu() && b.device() != a.device())
+    backend_for(b.device()).synchronize(b.device().index);
+}
+// avg = sum / ranks where the sum landed: host arithmetic for host buffers (integers truncate
+// toward zero); on a device (CUDA-aware MPI wrote there) a division kernel for floating dtypes,
+// and the host's truncation through a pinned copy for integers, which the kernels do not divide.
+void divide_result(const Tensor& out, int ranks) {
+  if (ranks == 1) return;
+  if (out.device().is_cpu()) return divide_in_place(out, ranks);
+  NoGradGuard no_grad;
+  Tensor target = out;
+  if (is_floating(out.dtype())) {
+    target.copy_(tandem::div(out, Tensor::scalar(double(ranks), out.dtype(), out.device())));
+    return;
+  }
+  Tensor host = Tensor::empty_pinned(out.shape(), out.dtype());
+  host.copy_(out);
+  divide_in_place(host, ranks);
   target.copy_(host);
 }
 
@@ -83,6 +118,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
     throw CommError("MpiCommunicator: MPI is not initialized (or already finalized); initialize it "
                     "first (MPI_Init_thread, or collectives::init_comm_runtime(CommBackend::Mpi))");
   if (comm == MPI_COMM_NULL) throw CommError("MpiCommunicator: the communicator given is MPI_COMM_NULL");
+  // Decided before anything is duplicated, so a refusal (TANDEM_MPI_CUDA_AWARE=1 without a
+  // CUDA-aware library, or a bad value) leaves nothing behind.
+  device_pointers_ = mpi_device_pointers_chosen(std::getenv(kMpiCudaAwareVariable), mpi::mpi_library_cuda_aware());
   auto& s = *state_;
   s.options = options;
   int rc = MPI_Comm_dup(comm, &s.comm);
@@ -168,17 +206,23 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   check_usable(d);
   bool in_place = same_buffer(input, output);
   auto b = std::make_shared<Buffers>();
-  Tensor in = host_input(input);
-  Tensor out = in_place ? in : host_output(output);
+  Tensor in = mpi_input(input, device_pointers_);
+  Tensor out = in_place ? in : mpi_output(output, device_pointers_);
   // In-place reductions of 32 MiB and more go out of place from a copy: Open MPI's nonblocking ring
   // allocates (and page-faults) a scratch buffer per in-place call, which made in-place 2x
   // slower than out-of-place at 32 MiB; a copy from Tandem's caching allocator costs less
-  // (bench/run_allreduce.sh, docs/PERFORMANCE.md).
+  // (bench/run_allreduce.sh, docs/PERFORMANCE.md). A device tensor staged through pinned memory
+  // already has its copy: a second pinned buffer receives the result instead.
   if (in_place && input.numel() * int64_t(dtype_size(input.dtype())) >= kStagedInPlaceBytes) {
-    in = in.clone();
+    if (same_buffer(in, input)) {
+      in = in.clone();
+    } else {
+      out = mpi_output(output, device_pointers_);
+    }
     in_place = false;
   }
   b->tensors = {input, output, in, out};
+  sync_before_mpi(in, out);
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.raw_data(), out.raw_data(),
@@ -186,7 +230,7 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
                           state_->comm, &req);
   const int n = size();
   return start(std::move(d), true, -1, "MPI_Iallreduce", rc, req, b, [output, out, op, n] {
-    if (op == ReduceOp::Avg) divide_in_place(out, n);
+    if (op == ReduceOp::Avg) divide_result(out, n);
     copy_back(output, out);
   });
 }
@@ -203,17 +247,18 @@ WorkHandle MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tens
   std::string d = describe("reduce_scatter", reduce_op_name(op), input.dtype(), n);
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor in = host_input(input), out = host_output(output);
+  Tensor in = mpi_input(input, device_pointers_), out = mpi_output(output, device_pointers_);
   b->tensors = {input, output, in, out};
   mpi_count("reduce_scatter", n);
   for (int r = 0; r < size(); ++r) b->counts.push_back(int(chunk_count(n, size(), r)));
+  sync_before_mpi(in, out);
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc = MPI_Ireduce_scatter(in.raw_data(), out.raw_data(), b->counts.data(), mpi_datatype(input.dtype()),
                                mpi_op(op), state_->comm, &req);
   const int ranks = size();
   return start(std::move(d), true, -1, "MPI_Ireduce_scatter", rc, req, b, [output, out, op, ranks] {
-    if (op == ReduceOp::Avg) divide_in_place(out, ranks);
+    if (op == ReduceOp::Avg) divide_result(out, ranks);
     copy_back(output, out);
   });
 }
@@ -229,10 +274,11 @@ WorkHandle MpiCommunicator::allgather_async(const Tensor& input, const Tensor& o
   std::string d = describe("allgather", "", input.dtype(), n);
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor in = host_input(input), out = host_output(output);
+  Tensor in = mpi_input(input, device_pointers_), out = mpi_output(output, device_pointers_);
   b->tensors = {input, output, in, out};
   mpi_count("allgather", n);
   const MPI_Datatype dt = mpi_datatype(input.dtype());
+  sync_before_mpi(in, out);
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc;
@@ -255,13 +301,19 @@ WorkHandle MpiCommunicator::broadcast_async(const Tensor& tensor, int root) {
   std::string d = describe("broadcast", "root " + std::to_string(root), tensor.dtype(), tensor.numel());
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor host = host_input(tensor);
+  // Only the root's values are read, and MPI leaves them as they were; the other ranks need
+  // just a buffer to receive into and copy back.
+  const bool is_root = rank() == root;
+  Tensor host = is_root ? mpi_input(tensor, device_pointers_) : mpi_output(tensor, device_pointers_);
   b->tensors = {tensor, host};
+  sync_before_mpi(host);
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc = MPI_Ibcast(host.raw_data(), mpi_count("broadcast", tensor.numel()), mpi_datatype(tensor.dtype()), root,
                       state_->comm, &req);
-  return start(std::move(d), true, -1, "MPI_Ibcast", rc, req, b, [tensor, host] { copy_back(tensor, host); });
+  return start(std::move(d), true, -1, "MPI_Ibcast", rc, req, b, [tensor, host, is_root] {
+    if (!is_root) copy_back(tensor, host);
+  });
 }
 
 WorkHandle MpiCommunicator::barrier_async() {
@@ -287,8 +339,9 @@ WorkHandle MpiCommunicator::send_async(const Tensor& tensor, int dst, int tag) {
                            tensor.dtype(), tensor.numel());
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor host = host_input(tensor);
+  Tensor host = mpi_input(tensor, device_pointers_);
   b->tensors = {tensor, host};
+  sync_before_mpi(host);
   MPI_Request req;
   int rc = MPI_Isend(host.raw_data(), mpi_count("send", tensor.numel()), mpi_datatype(tensor.dtype()), dst, tag,
                      state_->comm, &req);
@@ -303,8 +356,9 @@ WorkHandle MpiCommunicator::recv_async(const Tensor& tensor, int src, int tag) {
                            tensor.dtype(), tensor.numel());
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor host = host_output(tensor);
+  Tensor host = mpi_output(tensor, device_pointers_);
   b->tensors = {tensor, host};
+  sync_before_mpi(host);
   MPI_Request req;
   int rc = MPI_Irecv(host.raw_data(), mpi_count("recv", tensor.numel()), mpi_datatype(tensor.dtype()), src, tag,
                      state_->comm, &req);

@@ -9,7 +9,11 @@
 //   rank constructs together) and the destructor frees only the duplicates. The caller's
 //   communicator is never freed, and Tandem's messages never match the application's.
 // - Destroy communicators before MPI_Finalize.
-// Host tensors go straight to MPI; CUDA tensors are staged through host copies.
+// Host tensors go straight to MPI. CUDA tensors go to MPI as device pointers when the library
+// is CUDA-aware (after the device's compute stream is synchronized, since MPI does not know it),
+// else through pinned host tensors: one device-to-host DMA before, one host-to-device DMA after.
+// TANDEM_MPI_CUDA_AWARE=auto|0|1 (collectives/mpi_cuda_aware.h) chooses; 1 makes construction
+// throw CommError when the library is not CUDA-aware.
 // Every operation is nonblocking MPI polled to a deadline (see mpi_work.h).
 #pragma once
 #include <mpi.h>
@@ -46,6 +50,9 @@ class MpiCommunicator : public Communicator {
   const std::string& failure() const { return state_->failure; }
   // Tandem's duplicate (valid until destruction); for interop, not for freeing.
   MPI_Comm mpi_comm() const { return state_->comm; }
+  // True when CUDA tensors go to MPI as device pointers (CUDA-aware MPI), false when they are
+  // staged through pinned host memory.
+  bool passes_device_pointers() const { return device_pointers_; }
 
  private:
   void check_usable(const std::string& what) const;
@@ -54,6 +61,7 @@ class MpiCommunicator : public Communicator {
   void sync_options();
 
   std::shared_ptr<mpi::MpiCommState> state_;
+  bool device_pointers_ = false;
 };
 
 }  // namespace tandem::collectives

@@ -8,7 +8,23 @@
 
 #include "engine/core/error.h"
 
+// Open MPI's extensions (MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support); other MPIs may lack
+// the header, and then no CUDA support is assumed.
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
 namespace tandem::collectives::mpi {
+
+bool mpi_library_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  // Asked even when the headers say 0: the library loaded at run time may differ from the one
+  // the headers came with (an HPC site's CUDA-aware build of the same ABI).
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
 
 namespace {
 

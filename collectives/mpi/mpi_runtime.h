@@ -24,6 +24,10 @@ void mark_mpi_unclean(const std::string& why);
 // Starts a detached thread that calls abort_job(why) after `grace` (once per process): the
 // thrown CommError gets time to be reported, and the job still ends if nobody handles it.
 void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why);
+// Whether the MPI library takes CUDA device pointers, as it says at run time
+// (MPIX_Query_cuda_support, an Open MPI extension from <mpi-ext.h>; the headers' compile-time
+// MPIX_CUDA_AWARE_SUPPORT only says how they were built). False for MPIs without the query.
+bool mpi_library_cuda_aware();
 // "MPI_Iallreduce failed: <MPI's error string>"
 std::string mpi_error_text(const char* call, int code);
 

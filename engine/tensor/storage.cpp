@@ -1,15 +1,29 @@
 #include "engine/tensor/storage.h"
 
+#include "engine/core/error.h"
 #include "kernels/backend.h"
+#include "kernels/pinned_host.h"
 
 namespace tandem {
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+Storage::Storage(size_t nbytes, Device device, HostMemory host_memory) : nbytes_(nbytes), device_(device) {
+  if (host_memory == HostMemory::Pinned) {
+    if (!device.is_cpu())
+      throw DeviceError("pinned memory is host memory: a pinned storage must be on the CPU, not " + device.str());
+    data_ = pinned_host_alloc(nbytes);
+    pinned_ = data_ != nullptr;
+    if (pinned_) return;
+  }
   data_ = backend_for(device).allocate(nbytes, device.index);
 }
 
 Storage::~Storage() {
-  if (data_) backend_for(device_).deallocate(data_, nbytes_, device_.index);
+  if (!data_) return;
+  if (pinned_) {
+    pinned_host_free(data_);
+  } else {
+    backend_for(device_).deallocate(data_, nbytes_, device_.index);
+  }
 }
 
 }  // namespace tandem

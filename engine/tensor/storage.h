@@ -1,16 +1,24 @@
 // Storage: a reference-counted buffer on one device, allocated and freed through that
-// device's Backend (aligned host memory on CPU, the caching allocator on CUDA).
+// device's Backend (aligned host memory on CPU, the caching allocator on CUDA), or, for CPU
+// storage asked for as HostMemory::Pinned, page-locked host memory (kernels/pinned_host.h).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "engine/tensor/device.h"
 
 namespace tandem {
 
+// What kind of host memory a CPU storage asks for. Pinned memory is page-locked, so copies
+// between it and a CUDA device are direct DMA; it is pinned only in a CUDA build with a visible
+// device, and ordinary host memory otherwise.
+enum class HostMemory : uint8_t { Pageable, Pinned };
+
 class Storage {
  public:
-  Storage(size_t nbytes, Device device);
+  // host_memory applies to CPU storage only (Pinned on another device is a DeviceError).
+  Storage(size_t nbytes, Device device, HostMemory host_memory = HostMemory::Pageable);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -18,11 +26,14 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   const Device& device() const { return device_; }
+  // True when the buffer really is page-locked (asked for Pinned, and pinned memory exists).
+  bool pinned() const { return pinned_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool pinned_ = false;
 };
 
 }  // namespace tandem

@@ -56,18 +56,25 @@ TensorImpl& Tensor::impl() const {
 
 // ---------------- factories ----------------
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+static Tensor empty_tensor(const Shape& shape, DType dtype, Device device, HostMemory host_memory) {
   if (shape.size() > size_t(kMaxDims))
     throw ShapeError("tensors have at most " + std::to_string(kMaxDims) + " dims, got shape " +
                      shape_to_string(shape));
   for (int64_t s : shape)
     if (s < 0) throw ShapeError("negative dimension in shape " + shape_to_string(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device, host_memory);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty_tensor(shape, dtype, device, HostMemory::Pageable);
+}
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  return empty_tensor(shape, dtype, Device::cpu(), HostMemory::Pinned);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
@@ -179,6 +186,17 @@ Tensor Tensor::detach() const {
 
 void Tensor::copy_(const Tensor& src) {
   Tensor s = src.detach();
+  // Between the host and a device with one layout and dtype: a single copy_bytes, no
+  // intermediate tensor (from or into pinned memory it is a direct DMA).
+  if (s.device() != device() && (s.device().is_cpu() || device().is_cpu()) && s.dtype() == dtype() &&
+      s.shape() == shape() && s.is_contiguous() && is_contiguous()) {
+    const size_t nbytes = size_t(numel()) * dtype_size(dtype());
+    if (nbytes) {
+      const Device d = device().is_cpu() ? s.device() : device();
+      backend_for(d).copy_bytes(raw_data(), s.raw_data(), nbytes, device().is_cpu(), s.device().is_cpu(), d.index);
+    }
+    return;
+  }
   if (s.device() != device()) s = s.to(device());
   if (s.shape() != shape()) s = s.expand(shape());
   backend_for(device()).copy_strided(s.view_desc(), view_desc());

@@ -45,6 +45,13 @@ class Tensor {
 
   // ---- factories ----
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  // An uninitialized CPU tensor in pinned (page-locked) host memory, for staging data to and
+  // from CUDA devices: copies between it and a device (to(), copy_) are direct DMA. It is an
+  // ordinary CPU tensor in every other respect, and ordinary host memory in a build without CUDA
+  // or without a visible device (is_pinned() says which). A copy from it to a device returns
+  // before the DMA has read it: do not write into it until the device's stream has passed the
+  // copy (Backend::synchronize); dropping it at once is safe.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
@@ -67,6 +74,7 @@ class Tensor {
   int64_t numel() const;
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device(); }
+  bool is_pinned() const { return impl().storage->pinned(); }  // page-locked host memory
   int64_t offset() const { return impl().offset; }
   bool is_contiguous() const;
   std::string shape_str() const;  // "[2, 3]"

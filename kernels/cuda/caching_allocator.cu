@@ -313,6 +313,33 @@ DeviceCache& cache_for(int device) {
 }
 
 // ---- pinned host memory ----
+
+// Appends to b.events an event recorded on `stream` (of `device`, or of the current device when
+// device < 0). When no event can be recorded (e.g. while the runtime shuts down), waits for the
+// stream instead: a block is never handed out again under a copy that may still read it.
+// Never throws: it runs on tensor destructors.
+void record_or_wait(PendingBlock& b, cudaStream_t stream, int device) noexcept {
+  int previous = -1;
+  const bool switched = device >= 0 && cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  bool recorded = false;
+  cudaEvent_t e;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) {
+    recorded = cudaEventRecord(e, stream) == cudaSuccess;
+    if (recorded) {
+      b.events.push_back(e);
+    } else {
+      cudaEventDestroy(e);
+    }
+  }
+  if (!recorded) {
+    cudaGetLastError();  // leave no stale error for the next launch check
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+  }
+  if (switched) cudaSetDevice(previous);
+}
+
 class PinnedCache {
  public:
   void* allocate(size_t nbytes) {
@@ -327,24 +354,19 @@ class PinnedCache {
     } else {
       TANDEM_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocDefault));
     }
-    live_[p] = size;
+    live_[address(p)] = LivePinned{size, {}};
     return p;
   }
-  void release(void* p, cudaStream_t stream) {
+
+  void release(void* p, cudaStream_t stream) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    PendingBlock b{p, it->second, {}};
+    auto it = live_.find(address(p));
+    if (it == live_.end()) return;  // not ours
+    PendingBlock b{p, it->second.size, {}};
+    const std::vector<StreamUse> users = std::move(it->second.users);
     live_.erase(it);
-    cudaEvent_t e;
-    if (stream && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) {
-      if (cudaEventRecord(e, stream) == cudaSuccess) {
-        b.events.push_back(e);
-      } else {
-        cudaEventDestroy(e);
-        cudaStreamSynchronize(stream);  // cannot track the copy: wait for it instead
-      }
-    }
+    if (stream) record_or_wait(b, stream, /*device=*/-1);  // the caller's current device
+    for (const StreamUse& u : users) record_or_wait(b, u.stream, u.device);
     if (b.events.empty()) {
       free_[b.size].push_back(p);
     } else {
@@ -352,10 +374,34 @@ class PinnedCache {
     }
   }
 
+  bool record_stream(const void* p, size_t nbytes, int device, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uintptr_t a = address(p);
+    auto it = live_.upper_bound(a);  // the first block starting after a
+    if (it == live_.begin()) return false;
+    --it;                            // the last block starting at or before a
+    if (a + nbytes > it->first + it->second.size) return false;  // past its end: not in it
+    for (const StreamUse& u : it->second.users)
+      if (u.stream == stream) return true;
+    it->second.users.push_back(StreamUse{device, stream});
+    return true;
+  }
+
  private:
+  static uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+  struct StreamUse {
+    int device;
+    cudaStream_t stream;
+  };
+  struct LivePinned {
+    size_t size;                   // the size class, what cudaHostAlloc gave
+    std::vector<StreamUse> users;  // streams with copies from or to the block (pinned_record_stream)
+  };
+
   std::mutex mutex_;
   FreeLists free_;
-  std::unordered_map<void*, size_t> live_;
+  std::map<uintptr_t, LivePinned> live_;  // by start address: finds the block holding any pointer
   std::vector<PendingBlock> pending_;
 };
 
@@ -367,8 +413,6 @@ PinnedCache& pinned_cache() {
 // A held pinned buffer goes back once the device's compute stream (where the last replay that
 // read it was queued) has passed this point.
 void pinned_release_later(void* p, int device) { pinned_cache().release(p, compute_stream(device)); }
-
-
 
 // get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first
 // device cache is made (at run time, never during static initialization).
@@ -401,5 +445,8 @@ bool capture_underway(int device) { return cache_for(device).capturing(); }
 void hold_pinned_for_capture(int device, void* p) { cache_for(device).hold_pinned(p); }
 void* pinned_alloc(size_t nbytes) { return pinned_cache().allocate(nbytes); }
 void pinned_free(void* p, void* stream) { pinned_cache().release(p, static_cast<cudaStream_t>(stream)); }
+bool pinned_record_stream(const void* p, size_t nbytes, int device, void* stream) {
+  return pinned_cache().record_stream(p, nbytes, device, static_cast<cudaStream_t>(stream));
+}
 
 }  // namespace tandem::cuda

@@ -44,11 +44,17 @@ void reset_peak_stats(int device);
 // Returns every cached (free) block of `device` to the driver.
 void empty_cache(int device);
 
-// Page-locked host memory for asynchronous host<->device copies. pinned_free(p, stream) records
-// an event on `stream` (a cudaStream_t, or null when no copy is pending) and hands p out again
-// only after that event completed.
+// Page-locked host memory for asynchronous host<->device copies: the copy stagings of
+// memory_cuda.cu and pinned tensors (Tensor::empty_pinned). pinned_free(p, stream) records an
+// event on `stream` (a cudaStream_t, or null when no copy is pending) and on every stream
+// pinned_record_stream announced for p, and hands p out again only after those events completed.
 void* pinned_alloc(size_t nbytes);
 void pinned_free(void* p, void* stream);
+// When [p, p + nbytes) lies inside a live block of pinned_alloc (p may point into its middle),
+// notes that `stream` (a cudaStream_t of `device`) reads or writes it, so the block's free waits
+// for the work queued there so far, and returns true. Returns false for any other memory.
+// A lookup in an address-sorted map under a mutex: cheap enough for every host-to-device copy.
+bool pinned_record_stream(const void* p, size_t nbytes, int device, void* stream);
 
 // ---- private pools for CUDA graph capture (step_graph.h) ----
 // A captured graph replays its kernels on the same addresses forever, so the memory it used must

@@ -1,7 +1,8 @@
 // CUDA backend: device memory (the caching allocator), copies, synchronize and fill. Every copy
-// and kernel is queued on the device's compute stream; host-to-device copies are staged through
-// pinned memory and never wait for the device; the host waits only for device-to-host copies
-// (the caller reads the bytes next) and in synchronize().
+// and kernel is queued on the device's compute stream; host-to-device copies read pinned tensors
+// directly and stage other host memory through pinned buffers, and never wait for the device;
+// the host waits only for device-to-host copies (the caller reads the bytes next) and in
+// synchronize().
 #include <cstring>
 
 #include "kernels/cuda/caching_allocator.h"
@@ -43,14 +44,23 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
   cuda::DeviceGuard guard(device_index);
   cudaStream_t stream = cuda::compute_stream(device_index);
   if (src_on_host) {
-    // Host to device goes through a pinned staging buffer: the host copy into it is the only
+    // A source inside a pinned block of Tandem's (a pinned tensor, Tensor::empty_pinned) is
+    // read by the DMA directly: the block notes this stream, so its free waits for the copy
+    // before the block is handed out again. Not while a CUDA graph is captured: every replay
+    // reads the source again, so it must be a staging buffer the graph's pool keeps.
+    const bool capturing = cuda::capture_underway(device_index);
+    if (!capturing && cuda::pinned_record_stream(src, nbytes, device_index, stream)) {
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream));
+      return;
+    }
+    // Other host memory goes through a pinned staging buffer: the host copy into it is the only
     // wait, the DMA runs asynchronously behind the kernels already queued, and the buffer
     // returns to the pinned cache once an event says the copy finished. A copy captured into a
     // CUDA graph reads the buffer at every replay, so the graph's pool keeps it instead.
     void* staging = cuda::pinned_alloc(nbytes);
     std::memcpy(staging, src, nbytes);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, staging, nbytes, cudaMemcpyHostToDevice, stream));
-    if (cuda::capture_underway(device_index)) {
+    if (capturing) {
       cuda::hold_pinned_for_capture(device_index, staging);
     } else {
       cuda::pinned_free(staging, stream);
@@ -60,7 +70,8 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
   if (dst_on_host) cuda::count_host_read();
   const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
-  // The host reads device-to-host results right after this call.
+  // The host reads device-to-host results right after this call. Into pinned memory the DMA
+  // writes the destination directly; into pageable memory the driver stages it.
   if (dst_on_host) TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

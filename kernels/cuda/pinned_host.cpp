@@ -1,0 +1,19 @@
+// pinned_host.h for CUDA builds: blocks from the caching allocator's pinned cache, whose free
+// waits for the copies that pinned_record_stream noted (memory_cuda.cu does, for each
+// host-to-device copy from a pinned block).
+#include "kernels/pinned_host.h"
+
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/device_query.h"
+
+namespace tandem {
+
+void* pinned_host_alloc(size_t nbytes) {
+  // cudaHostAlloc needs a driver and a device; without them a pinned tensor is ordinary memory.
+  static const bool have_device = cuda::visible_device_count() > 0;
+  return have_device ? cuda::pinned_alloc(nbytes) : nullptr;
+}
+
+void pinned_host_free(void* p) noexcept { cuda::pinned_free(p, /*stream=*/nullptr); }
+
+}  // namespace tandem

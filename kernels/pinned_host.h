@@ -1,0 +1,20 @@
+// Page-locked (pinned) host memory for CPU tensors that move to and from CUDA devices
+// (Tensor::empty_pinned). The DMA engine reads and writes pinned memory directly, so a copy
+// from it to a device is one asynchronous transfer instead of a memcpy into a staging buffer
+// plus the transfer.
+//
+// Two implementations: kernels/cuda/pinned_host.cpp (CUDA builds: the caching allocator's
+// pinned cache) and kernels/cuda/pinned_host_nocuda.cpp (no pinned memory at all).
+#pragma once
+#include <cstddef>
+
+namespace tandem {
+
+// nbytes of pinned host memory, or nullptr when there is none to give: a build without CUDA,
+// or no visible CUDA device (the caller then uses ordinary host memory).
+void* pinned_host_alloc(size_t nbytes);
+// Returns a block of pinned_host_alloc. It is handed out again only after the host-to-device
+// copies already queued from it have finished, so a tensor may be freed right after its copy.
+void pinned_host_free(void* p) noexcept;
+
+}  // namespace tandem
