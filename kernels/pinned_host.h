@@ -16,5 +16,7 @@ void* pinned_host_alloc(size_t nbytes);
 // Returns a block of pinned_host_alloc. It is handed out again only after the host-to-device
 // copies already queued from it have finished, so a tensor may be freed right after its copy.
 void pinned_host_free(void* p) noexcept;
+// Whether pinned_host_alloc can give pinned memory at all (a CUDA build with a visible device).
+bool pinned_host_available();
 
 }  // namespace tandem

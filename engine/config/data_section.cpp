@@ -16,6 +16,7 @@ std::string help_for(const std::string& key) {
   if (key == "flatten") return "inputs [B, 784] instead of [B, 1, 28, 28] (every model takes both)";
   if (key == "prefetch") return "batches each loader prepares ahead on a background thread (0: none)";
   if (key == "shuffle") return "shuffle the training data each epoch";
+  if (key == "pin_memory") return "batches in page-locked memory when a GPU is visible (one async copy to it)";
   return "";
 }
 
@@ -27,7 +28,7 @@ SectionSpec data_section() {
   s.help = "the Fashion-MNIST data module";
   const nlohmann::json defaults = data::FashionMNISTOptions{}.to_json();
   // The struct's order, not the JSON object's alphabetical one.
-  for (const char* key : {"root", "batch_size", "val_size", "seed", "normalize", "flatten", "prefetch", "shuffle"}) {
+  for (const char* key : {"root", "batch_size", "val_size", "seed", "normalize", "flatten", "prefetch", "shuffle", "pin_memory"}) {
     if (!defaults.contains(key)) continue;
     const nlohmann::json& v = defaults[key];
     ValueKind kind = v.is_boolean() ? ValueKind::Bool : v.is_number_integer() ? ValueKind::Int

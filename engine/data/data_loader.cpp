@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/data/batch_prefetcher.h"
+#include "kernels/pinned_host.h"
 
 namespace tandem::data {
 namespace {
@@ -16,12 +17,21 @@ int64_t batches_for(int64_t examples, int64_t batch_size, bool drop_last) {
 
 // Batch `b` of an epoch: the examples order[b*bs, min((b+1)*bs, n)), gathered by the dataset
 // in one call. A free function so the prefetch thread touches no DataLoader member.
+Tensor pinned_copy(const Tensor& t) {
+  if (!t.defined() || t.is_pinned()) return t;
+  Tensor pinned = Tensor::empty_pinned(t.shape(), t.dtype());
+  pinned.copy_(t);
+  return pinned;
+}
+
 Batch load_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
-                 int64_t b) {
+                 int64_t b, bool pin_memory) {
   const size_t begin = size_t(b * batch_size);
   const size_t end = std::min(order.size(), begin + size_t(batch_size));
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
-  return dataset.get_batch(indices);
+  Batch batch = dataset.get_batch(indices);
+  if (pin_memory && pinned_host_available()) batch = {pinned_copy(batch.input), pinned_copy(batch.target)};
+  return batch;
 }
 
 }  // namespace
@@ -77,8 +87,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   end_batch_ = batches;
   if (options_.prefetch > 0 && next_batch_ < end_batch_) {
     prefetcher_ = std::make_unique<BatchPrefetcher>(
-        [dataset = dataset_, order = order_, bs = options_.batch_size](int64_t b) {
-          return load_batch(*dataset, *order, bs, b);
+        [dataset = dataset_, order = order_, bs = options_.batch_size, pin = options_.pin_memory](int64_t b) {
+          return load_batch(*dataset, *order, bs, b, pin);
         },
         next_batch_, end_batch_, options_.prefetch);
   }
@@ -91,7 +101,7 @@ std::optional<Batch> DataLoader::next() {
     // Synchronous: an exception leaves the epoch finished, like the prefetching path.
     const int64_t b = next_batch_;
     next_batch_ = end_batch_;
-    Batch batch = load_batch(*dataset_, *order_, options_.batch_size, b);
+    Batch batch = load_batch(*dataset_, *order_, options_.batch_size, b, options_.pin_memory);
     next_batch_ = b + 1;
     return batch;
   }

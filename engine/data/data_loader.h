@@ -29,6 +29,10 @@ struct DataLoaderOptions {
   bool drop_last = false;  // drop the last, smaller batch of an epoch
   uint64_t seed = 0;       // shuffle seed; epoch e's order depends on (seed, e) only
   int prefetch = 2;        // batches prepared ahead by a background thread; 0 = synchronous
+  // Batches in page-locked memory (Tensor::empty_pinned), copied there on the loading thread,
+  // so the copy to a GPU is one asynchronous DMA (PyTorch's pin_memory). Nothing happens
+  // without a visible CUDA device.
+  bool pin_memory = false;
 };
 
 class DataLoader {

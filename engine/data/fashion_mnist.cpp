@@ -51,13 +51,13 @@ void FashionMNISTOptions::validate() const {
 nlohmann::json FashionMNISTOptions::to_json() const {
   return {{"root", root},           {"batch_size", batch_size}, {"val_size", val_size},
           {"seed", seed},           {"normalize", normalize},   {"flatten", flatten},
-          {"prefetch", prefetch},   {"shuffle", shuffle}};
+          {"prefetch", prefetch},   {"shuffle", shuffle},       {"pin_memory", pin_memory}};
 }
 
 FashionMNISTOptions FashionMNISTOptions::from_json(const nlohmann::json& json) {
   if (!json.is_object()) throw ConfigError("data options must be a mapping, got " + json.dump());
   FashionMNISTOptions options;
-  const std::string known = "root, batch_size, val_size, seed, normalize, flatten, prefetch, shuffle";
+  const std::string known = "root, batch_size, val_size, seed, normalize, flatten, prefetch, shuffle, pin_memory";
   for (const auto& [key, value] : json.items()) {
     auto need = [&](bool ok, const char* kind) {
       if (!ok) throw ConfigError(key_error(key, std::string("must be ") + kind + ", got " + value.dump()));
@@ -74,10 +74,12 @@ FashionMNISTOptions FashionMNISTOptions::from_json(const nlohmann::json& json) {
         need(value.get<int64_t>() >= 0 || value.is_number_unsigned(), "a non-negative integer");
         options.seed = value.get<uint64_t>();
       }
-    } else if (key == "normalize" || key == "flatten" || key == "shuffle") {
+    } else if (key == "normalize" || key == "flatten" || key == "shuffle" || key == "pin_memory") {
       need(value.is_boolean(), "true or false");
-      (key == "normalize" ? options.normalize : key == "flatten" ? options.flatten : options.shuffle) =
-          value.get<bool>();
+      (key == "normalize"  ? options.normalize
+       : key == "flatten"  ? options.flatten
+       : key == "shuffle"  ? options.shuffle
+                           : options.pin_memory) = value.get<bool>();
     } else {
       throw ConfigError("unknown Fashion-MNIST data option '" + key + "'; the options are: " + known);
     }
@@ -178,6 +180,7 @@ std::shared_ptr<DataLoader> FashionMNISTDataModule::make_loader(std::shared_ptr<
   loader.shuffle = shuffle;
   loader.seed = options_.seed;
   loader.prefetch = options_.prefetch;
+  loader.pin_memory = options_.pin_memory;
   return std::make_shared<DataLoader>(std::move(dataset), loader);
 }
 

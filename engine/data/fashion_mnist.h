@@ -29,6 +29,7 @@ struct FashionMNISTOptions {
   bool normalize = true;    // (x/255 - mean)/std; false: x/255 in [0, 1]
   bool flatten = false;     // inputs [B, 784] instead of [B, 1, 28, 28]
   int prefetch = 2;         // batches each loader prepares ahead; 0 = synchronous
+  bool pin_memory = true;   // batches in page-locked memory when a CUDA device is visible
   bool shuffle = true;      // shuffle the training loader each epoch
 
   // Throws ConfigError (naming the --data.<key> flag) for values out of range.

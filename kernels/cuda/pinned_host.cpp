@@ -8,11 +8,13 @@
 
 namespace tandem {
 
-void* pinned_host_alloc(size_t nbytes) {
+bool pinned_host_available() {
   // cudaHostAlloc needs a driver and a device; without them a pinned tensor is ordinary memory.
   static const bool have_device = cuda::visible_device_count() > 0;
-  return have_device ? cuda::pinned_alloc(nbytes) : nullptr;
+  return have_device;
 }
+
+void* pinned_host_alloc(size_t nbytes) { return pinned_host_available() ? cuda::pinned_alloc(nbytes) : nullptr; }
 
 void pinned_host_free(void* p) noexcept { cuda::pinned_free(p, /*stream=*/nullptr); }
 

@@ -6,5 +6,6 @@ namespace tandem {
 
 void* pinned_host_alloc(size_t) { return nullptr; }
 void pinned_host_free(void*) noexcept {}
+bool pinned_host_available() { return false; }
 
 }  // namespace tandem

@@ -11,6 +11,7 @@
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/tensor_dataset.h"
+#include "kernels/pinned_host.h"
 #include "tests/accelerators/expect_error.h"
 
 namespace tandem::data {
@@ -69,6 +70,23 @@ TEST(DataLoader, BatchCountsAndSizes) {
         EXPECT_EQ(int64_t(batches.back().size()), c.last);
       }
       EXPECT_FALSE(loader.next().has_value());  // stays finished
+    }
+  }
+}
+
+// pin_memory gives the same batches; they are page-locked exactly when a CUDA device is visible
+// (a build without CUDA, or this CI machine: ordinary memory, no copy).
+TEST(DataLoader, PinMemoryGivesTheSameBatches) {
+  for (int prefetch : {0, 2}) {
+    DataLoaderOptions plain = opts(7, true, false, prefetch, 3), pinned = plain;
+    pinned.pin_memory = true;
+    DataLoader a(counting_dataset(30), plain), b(counting_dataset(30), pinned);
+    EXPECT_EQ(epoch_targets(a, 1), epoch_targets(b, 1));
+    b.start_epoch(2);
+    while (auto batch = b.next()) {
+      EXPECT_TRUE(batch->input.device().is_cpu());
+      EXPECT_EQ(batch->input.is_pinned(), pinned_host_available());
+      EXPECT_EQ(batch->target.is_pinned(), pinned_host_available());
     }
   }
 }
