@@ -52,13 +52,22 @@ void GradScaler::update(bool found_inf) {
   if (found_inf) {
     scale_ *= options_.backoff_factor;
     growth_tracker_ = 0;
-    return;
-  }
-  if (++growth_tracker_ >= options_.growth_interval) {
+  } else if (++growth_tracker_ >= options_.growth_interval) {
     const double grown = scale_ * options_.growth_factor;
     if (std::isfinite(grown)) scale_ = grown;  // as PyTorch: never grow to inf
     growth_tracker_ = 0;
   }
+  refresh_scale_tensor();
+}
+
+// A CUDA graph step replays the captured multiply by scale_tensor_ without calling scale_loss
+// again, so a new scale must reach the tensor here, eagerly, before the next replay. (Left to
+// scale_loss, the fill would also be captured and every replay would restore the old scale.)
+void GradScaler::refresh_scale_tensor() {
+  if (!scale_tensor_.defined() || tensor_holds_ == scale_) return;
+  NoGradGuard no_grad;
+  scale_tensor_.fill_(scale_);
+  tensor_holds_ = scale_;
 }
 
 nlohmann::json GradScaler::state_dict() const {
@@ -81,6 +90,7 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
                     std::to_string(tracker) + "; expected a finite scale > 0 and a tracker >= 0");
   scale_ = scale;
   growth_tracker_ = tracker;
+  refresh_scale_tensor();
 }
 
 }  // namespace tandem::trainer

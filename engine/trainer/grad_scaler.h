@@ -48,6 +48,9 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
+  // Writes scale_ into scale_tensor_ (when it exists) after the scale changed.
+  void refresh_scale_tensor();
+
   mutable Tensor scale_tensor_;   // scale_ on the loss's device (scale_loss)
   mutable double tensor_holds_ = 0.0;
 };
