@@ -137,8 +137,11 @@ class DeviceCache {
         pool->second.free[block.size].push_back(p);
         return;
       }
-    } else if (capturing_pool_ != 0) {
-      pools_[capturing_pool_].held.emplace_back(p, block.size);  // a captured kernel may use it
+    }
+    // An outside block, or one of a pool whose graph is gone: while a capture is underway a
+    // captured kernel may use it, so the capture's pool keeps it.
+    if (capturing_pool_ != 0) {
+      pools_[capturing_pool_].held.emplace_back(p, block.size);
       return;
     }
     if (block.other_streams.empty()) {
