@@ -24,7 +24,16 @@ CudaGraphStep::~CudaGraphStep() = default;
 std::optional<data::Batch> CudaGraphStep::stage(const data::Batch& host_batch) {
   if (phase_ == Phase::Off) return std::nullopt;
   if (!static_batch_.input.defined()) {
-    static_batch_ = host_batch.to(Device::cuda(device_));
+    // Tensors of our own, never the caller's: Tensor::to returns a batch already on this device
+    // as it is, and every later stage() overwrites the static tensors in place.
+    NoGradGuard no_grad;
+    auto own_copy = [&](const Tensor& t) {
+      if (!t.defined()) return Tensor();
+      Tensor copy = Tensor::empty(t.shape(), t.dtype(), Device::cuda(device_));
+      copy.copy_(t);
+      return copy;
+    };
+    static_batch_ = data::Batch{own_copy(host_batch.input), own_copy(host_batch.target)};
     return static_batch_;
   }
   if (!same_layout(static_batch_.input, host_batch.input) || !same_layout(static_batch_.target, host_batch.target))
