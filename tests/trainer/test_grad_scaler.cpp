@@ -52,6 +52,20 @@ TEST(GradScaler, UnscalesInPlaceAndScalesThroughOneTensorThatFollowsTheScale) {
   EXPECT_DOUBLE_EQ(scaler.scale_loss(loss).item(), 24.0);
 }
 
+TEST(GradScaler, UpdateWritesTheNewScaleIntoTheTensorAMultiplyAlreadyRecorded) {
+  // A CUDA graph step records loss * scale once and replays it without calling scale_loss
+  // again; here the multiply's backward, run after update(), stands in for such a replay and
+  // must read the new scale.
+  GradScaler scaler({/*init_scale=*/8.0, /*growth_factor=*/2.0, /*backoff_factor=*/0.5, /*growth_interval=*/1});
+  Tensor loss = Tensor::scalar(3.0, DType::Float32).requires_grad_();
+  Tensor recorded = scaler.scale_loss(loss);
+  scaler.update(true);  // backoff: 4
+  recorded.backward();
+  EXPECT_DOUBLE_EQ(loss.grad().item(), 4.0);
+  scaler.update(false);  // growth: 8, and a scale_loss now records no fill of its own
+  EXPECT_DOUBLE_EQ(scaler.scale_loss(loss).item(), 24.0);
+}
+
 TEST(GradScaler, AnInfOrNanAnywhereReportsTheStepAsSkippable) {
   GradScaler scaler;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
