@@ -265,7 +265,9 @@ class DeviceCache {
     DeviceGuard guard(device_);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {
+    // No flush while a CUDA graph is captured (it would wait on events and free blocks under
+    // the capture): the out-of-memory error fails the capture, and the step then runs eagerly.
+    if (err == cudaErrorMemoryAllocation && capturing_pool_ == 0) {
       cudaGetLastError();
       ++stats_.cache_flushes;
       release_cached_locked(/*wait_for_pending=*/true);
