@@ -18,6 +18,10 @@
 //    noting that cuBLASLt's heuristic answered "invalid value" for a one-row or one-column
 //    operand (rows of 1 stay fused, as there with CUDA >= 12.1);
 //  - a dimension of 2^31 or more (gemm's own limit; it then throws the ShapeError);
+//  - a bias pointer not 16-byte aligned (a slice of a larger tensor): cublasLt.h says the
+//    heuristic reads the bias pointer for its alignment, but PyTorch (pull request 194497,
+//    sm_75) and Marian (src/tensors/gpu/prod.cpp, A100) both report kernels that assume a
+//    16-byte aligned bias and fault with "misaligned address", which ends the CUDA context;
 //  - cuBLASLt has no algorithm for the problem, a dtype without a bias epilogue for instance
 //    (gemm_lt::lt_matmul returns false; the answer is cached per problem, never thrown).
 // Both paths are run-to-run deterministic: the GEMM is the same cuBLASLt GEMM and the bias is
@@ -47,10 +51,12 @@ std::atomic<bool> g_bias_epilogue_enabled{true};
 std::atomic<int64_t> g_fused_calls{0}, g_unfused_calls{0};
 
 constexpr int64_t kMaxLtDim = INT32_MAX;
+constexpr uintptr_t kMinBiasAlignment = 16;  // bytes; see the fallback list above
 
-bool bias_epilogue_applies(int64_t rows, int64_t in_f, int64_t out_f) {
+bool bias_epilogue_applies(int64_t rows, int64_t in_f, int64_t out_f, const void* bias) {
   return g_bias_epilogue_enabled.load(std::memory_order_relaxed) && rows >= 1 && in_f > 1 && out_f > 1 &&
-         rows <= kMaxLtDim && in_f <= kMaxLtDim && out_f <= kMaxLtDim;
+         rows <= kMaxLtDim && in_f <= kMaxLtDim && out_f <= kMaxLtDim &&
+         reinterpret_cast<uintptr_t>(bias) % kMinBiasAlignment == 0;
 }
 
 }  // namespace
@@ -66,7 +72,7 @@ void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const
     return;
   }
   const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
-  if (bias_epilogue_applies(rows, in_f, out_f)) {
+  if (bias_epilogue_applies(rows, in_f, out_f, bias->data)) {
     const gemm_lt::DTypeInfo info = gemm_lt::dtype_info(x.dtype);
     if (gemm_lt::lt_matmul(x.dtype, info, /*trans_a=*/false, /*trans_b=*/true, rows, out_f, in_f, 1.0, x.data, 0,
                            w.data, 0, /*beta=*/0.0, y.data, 0, /*batch=*/1, gemm_lt::Epilogue::Bias, bias->data)) {

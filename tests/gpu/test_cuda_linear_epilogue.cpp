@@ -2,9 +2,10 @@
 // linear_weight_grad (GEMM + reduce) against the CPU reference, beyond the float32 op table of
 // test_cuda_backend.cpp: all four float dtypes with and without a bias, odd sizes (rows 1, 3,
 // 257; in/out features 1, 7, 33, 1000), a 3-D input, empty inputs, which path ran (the epilogue
-// for regular shapes, the unfused default by shape and when the test hook turns it off), TF32
-// following its switch inside the fused plan, and run-to-run bit-identical results. Device
-// allocations are poisoned (NaN) until written, so an element a path skipped fails.
+// for regular shapes, the unfused default by shape, for an under-aligned bias and when the test
+// hook turns it off), TF32 following its switch inside the fused plan, and run-to-run
+// bit-identical results. Device allocations are poisoned (NaN) until written, so an element a
+// path skipped fails.
 //
 // The reference is the float64 CPU op on the same rounded inputs; each element is checked
 // against the GEMM bound |err| <= tol(k) * (|x| |w|^T + |b|) of gemm_tolerance, with k = in for
@@ -12,6 +13,7 @@
 #include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -160,6 +162,26 @@ TEST(CudaLinear, UnfusedPathForOneFeatureAndWhenTurnedOff) {
         EXPECT_EQ(n.fused, 0) << dtype_name(dt);
         EXPECT_EQ(n.unfused, 1) << dtype_name(dt);
       }
+}
+
+// A bias sliced at a one-element offset is not 16-byte aligned: it takes the unfused path
+// (cuBLASLt kernels have been reported to fault on such a bias) and y is still x w^T + b.
+TEST(CudaLinear, UnderAlignedBiasTakesTheUnfusedPath) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    std::mt19937 rng(730);
+    Operand x = random_operand({64, 48}, dt, rng), w = random_operand({40, 48}, dt, rng);
+    Operand b = random_operand({41}, dt, rng);
+    const Tensor b_dev = b.dev.slice(0, 1, 41), b_ref = b.ref.slice(0, 1, 41);
+    ASSERT_NE(reinterpret_cast<uintptr_t>(b_dev.raw_data()) % 16, 0u) << dtype_name(dt);
+    const cuda::LinearBiasPathCounts before = cuda::linear_bias_path_counts();
+    const Tensor y = linear(x.dev, w.dev, b_dev);
+    const cuda::LinearBiasPathCounts after = cuda::linear_bias_path_counts();
+    EXPECT_EQ(after.fused - before.fused, 0) << dtype_name(dt);
+    EXPECT_EQ(after.unfused - before.unfused, 1) << dtype_name(dt);
+    expect_within(y, linear(x.ref, w.ref, b_ref), linear(abs(x.ref), abs(w.ref), abs(b_ref)), gemm_tolerance(dt, 48),
+                  std::string("y with an under-aligned bias ") + dtype_name(dt));
+  }
 }
 #endif
 
