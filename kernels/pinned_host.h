@@ -19,4 +19,14 @@ void pinned_host_free(void* p) noexcept;
 // Whether pinned_host_alloc can give pinned memory at all (a CUDA build with a visible device).
 bool pinned_host_available();
 
+// cudaHostAlloc runs in the context of the calling thread's current device, creating it when
+// it does not exist, and a new thread starts on device 0. A thread that allocates pinned memory
+// for another (a data-loading thread) first takes over that thread's device, so a rank on
+// cuda:3 does not open a second context on GPU 0 (memory there, or a failed allocation when
+// GPU 0 is in exclusive-process mode).
+// The calling thread's current device; -1 when pinned memory is unavailable.
+int pinned_host_thread_device();
+// Makes `device` (from pinned_host_thread_device) current on the calling thread; -1: nothing.
+void pinned_host_use_device(int device);
+
 }  // namespace tandem

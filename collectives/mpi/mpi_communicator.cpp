@@ -11,7 +11,6 @@
 #include "collectives/mpi/mpi_work.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
-#include "engine/ops/ops.h"
 #include "kernels/backend.h"
 
 namespace tandem::collectives {
@@ -83,23 +82,20 @@ void sync_before_mpi(const Tensor& a, const Tensor& b = Tensor()) {
   if (b.defined() && !b.device().is_cpu() && b.device() != a.device())
     backend_for(b.device()).synchronize(b.device().index);
 }
-// avg = sum / ranks where the sum landed: host arithmetic for host buffers (integers truncate
-// toward zero); on a device (CUDA-aware MPI wrote there) a division kernel for floating dtypes,
-// and the host's truncation through a pinned copy for integers, which the kernels do not divide.
+// avg = sum / ranks in the host buffer the sum landed in (integers truncate toward zero).
+// Reductions always land on the host: see kReductionsTakeDevicePointers.
 void divide_result(const Tensor& out, int ranks) {
-  if (ranks == 1) return;
-  if (out.device().is_cpu()) return divide_in_place(out, ranks);
-  NoGradGuard no_grad;
-  Tensor target = out;
-  if (is_floating(out.dtype())) {
-    target.copy_(tandem::div(out, Tensor::scalar(double(ranks), out.dtype(), out.device())));
-    return;
-  }
-  Tensor host = Tensor::empty_pinned(out.shape(), out.dtype());
-  host.copy_(out);
-  divide_in_place(host, ranks);
-  target.copy_(host);
+  if (ranks > 1) divide_in_place(out, ranks);
 }
+
+// Open MPI's nonblocking reductions (MPI_Iallreduce, MPI_Ireduce_scatter) do not take device
+// pointers even when the library is CUDA-aware: its CUDA reduction support (coll/cuda, now
+// coll/accelerator) wraps only the blocking collectives, and libnbc applies the op on the host
+// to the device addresses (a segfault). The Open MPI CUDA documentation lists them under "do
+// NOT work with CUDA-aware" (with and without UCX). So reductions of CUDA tensors always stage
+// through pinned host memory; data movement (allgather, broadcast, send/recv) passes device
+// pointers when the library is CUDA-aware.
+constexpr bool kReductionsTakeDevicePointers = false;
 
 // What MPI touches until completion: tensors and the count/displacement arrays of v-variants.
 struct Buffers {
@@ -206,8 +202,9 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   check_usable(d);
   bool in_place = same_buffer(input, output);
   auto b = std::make_shared<Buffers>();
-  Tensor in = mpi_input(input, device_pointers_);
-  Tensor out = in_place ? in : mpi_output(output, device_pointers_);
+  const bool device_pointers = device_pointers_ && kReductionsTakeDevicePointers;
+  Tensor in = mpi_input(input, device_pointers);
+  Tensor out = in_place ? in : mpi_output(output, device_pointers);
   // In-place reductions of 32 MiB and more go out of place from a copy: Open MPI's nonblocking ring
   // allocates (and page-faults) a scratch buffer per in-place call, which made in-place 2x
   // slower than out-of-place at 32 MiB; a copy from Tandem's caching allocator costs less
@@ -217,7 +214,7 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
     if (same_buffer(in, input)) {
       in = in.clone();
     } else {
-      out = mpi_output(output, device_pointers_);
+      out = mpi_output(output, device_pointers);
     }
     in_place = false;
   }
@@ -247,7 +244,8 @@ WorkHandle MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tens
   std::string d = describe("reduce_scatter", reduce_op_name(op), input.dtype(), n);
   check_usable(d);
   auto b = std::make_shared<Buffers>();
-  Tensor in = mpi_input(input, device_pointers_), out = mpi_output(output, device_pointers_);
+  const bool device_pointers = device_pointers_ && kReductionsTakeDevicePointers;
+  Tensor in = mpi_input(input, device_pointers), out = mpi_output(output, device_pointers);
   b->tensors = {input, output, in, out};
   mpi_count("reduce_scatter", n);
   for (int r = 0; r < size(); ++r) b->counts.push_back(int(chunk_count(n, size(), r)));

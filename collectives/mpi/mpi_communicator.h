@@ -12,6 +12,8 @@
 // Host tensors go straight to MPI. CUDA tensors go to MPI as device pointers when the library
 // is CUDA-aware (after the device's compute stream is synchronized, since MPI does not know it),
 // else through pinned host tensors: one device-to-host DMA before, one host-to-device DMA after.
+// Reductions (allreduce, reduce_scatter) always stage: Open MPI's nonblocking reductions do not
+// take device pointers even when it is CUDA-aware.
 // TANDEM_MPI_CUDA_AWARE=auto|0|1 (collectives/mpi_cuda_aware.h) chooses; 1 makes construction
 // throw CommError when the library is not CUDA-aware.
 // Every operation is nonblocking MPI polled to a deadline (see mpi_work.h).
@@ -51,7 +53,7 @@ class MpiCommunicator : public Communicator {
   // Tandem's duplicate (valid until destruction); for interop, not for freeing.
   MPI_Comm mpi_comm() const { return state_->comm; }
   // True when CUDA tensors go to MPI as device pointers (CUDA-aware MPI), false when they are
-  // staged through pinned host memory.
+  // staged through pinned host memory. Reductions stage either way.
   bool passes_device_pointers() const { return device_pointers_; }
 
  private:

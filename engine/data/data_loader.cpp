@@ -86,8 +86,12 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   next_batch_ = skip_batches;
   end_batch_ = batches;
   if (options_.prefetch > 0 && next_batch_ < end_batch_) {
+    // The loading thread pins on this thread's device (pinned_host.h), not on device 0.
+    const int pin_device = options_.pin_memory ? pinned_host_thread_device() : -1;
     prefetcher_ = std::make_unique<BatchPrefetcher>(
-        [dataset = dataset_, order = order_, bs = options_.batch_size, pin = options_.pin_memory](int64_t b) {
+        [dataset = dataset_, order = order_, bs = options_.batch_size, pin = options_.pin_memory,
+         pin_device](int64_t b) {
+          pinned_host_use_device(pin_device);
           return load_batch(*dataset, *order, bs, b, pin);
         },
         next_batch_, end_batch_, options_.prefetch);

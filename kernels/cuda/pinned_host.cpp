@@ -4,6 +4,7 @@
 #include "kernels/pinned_host.h"
 
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
 
 namespace tandem {
@@ -17,5 +18,11 @@ bool pinned_host_available() {
 void* pinned_host_alloc(size_t nbytes) { return pinned_host_available() ? cuda::pinned_alloc(nbytes) : nullptr; }
 
 void pinned_host_free(void* p) noexcept { cuda::pinned_free(p, /*stream=*/nullptr); }
+
+int pinned_host_thread_device() { return pinned_host_available() ? cuda::current_device() : -1; }
+
+void pinned_host_use_device(int device) {
+  if (device >= 0) cuda::set_current_device(device);
+}
 
 }  // namespace tandem
