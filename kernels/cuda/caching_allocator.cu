@@ -417,7 +417,10 @@ PinnedCache& pinned_cache() {
 
 // A held pinned buffer goes back once the device's compute stream (where the last replay that
 // read it was queued) has passed this point.
-void pinned_release_later(void* p, int device) { pinned_cache().release(p, compute_stream(device)); }
+void pinned_release_later(void* p, int device) {
+  DeviceGuard guard(device);  // the event must be made on the device whose stream records it
+  pinned_cache().release(p, compute_stream(device));
+}
 
 // get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first
 // device cache is made (at run time, never during static initialization).
