@@ -165,6 +165,7 @@ MpiCommunicator::~MpiCommunicator() {
   }
   s.abandoned.clear();
   if (leaked) mpi::mark_mpi_unclean("a timed-out collective never completed: " + s.failure);
+  persistent_.free_idle();
   s.tracker.reset();
   MPI_Comm_free(&s.ctl);
   MPI_Comm_free(&s.comm);
@@ -205,12 +206,30 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   const bool device_pointers = device_pointers_ && kReductionsTakeDevicePointers;
   Tensor in = mpi_input(input, device_pointers);
   Tensor out = in_place ? in : mpi_output(output, device_pointers);
-  // In-place reductions of 32 MiB and more go out of place from a copy: Open MPI's nonblocking ring
-  // allocates (and page-faults) a scratch buffer per in-place call, which made in-place 2x
-  // slower than out-of-place at 32 MiB; a copy from Tandem's caching allocator costs less
+  // In-place reductions of 32 MiB and more: Open MPI's nonblocking ring allocates (and
+  // page-faults) a scratch buffer per in-place call, which made in-place 2x slower than
+  // out-of-place at 32 MiB. A host buffer reduced again and again uses a persistent request
+  // (persistent_allreduce.h: the scratch is allocated once); otherwise the reduction goes out
+  // of place from a copy, which Tandem's caching allocator makes cheaper than the scratch
   // (bench/run_allreduce.sh, docs/PERFORMANCE.md). A device tensor staged through pinned memory
   // already has its copy: a second pinned buffer receives the result instead.
-  if (in_place && input.numel() * int64_t(dtype_size(input.dtype())) >= kStagedInPlaceBytes) {
+  const bool large_in_place = in_place && input.numel() * int64_t(dtype_size(input.dtype())) >= kStagedInPlaceBytes;
+  if (large_in_place && same_buffer(in, input)) {
+    const int count = mpi_count("allreduce", input.numel());
+    if (auto entry = persistent_.acquire(state_->comm, in.raw_data(), count, mpi_datatype(input.dtype()), mpi_op(op))) {
+      b->tensors = {input};
+      state_->tracker->enter_collective();
+      const int rc = MPI_Start(&entry->request);
+      if (rc != MPI_SUCCESS) entry->busy = false;
+      const int n = size();
+      return start(std::move(d), true, -1, "MPI_Start(persistent allreduce)", rc, entry->request, b,
+                   [input, op, n, entry] {
+                     entry->busy = false;
+                     if (op == ReduceOp::Avg) divide_result(input, n);
+                   });
+    }
+  }
+  if (large_in_place) {
     if (same_buffer(in, input)) {
       in = in.clone();
     } else {

@@ -24,6 +24,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/mpi/mpi_comm_state.h"
+#include "collectives/mpi/persistent_allreduce.h"
 
 namespace tandem::collectives {
 
@@ -64,6 +65,7 @@ class MpiCommunicator : public Communicator {
 
   std::shared_ptr<mpi::MpiCommState> state_;
   bool device_pointers_ = false;
+  mpi::PersistentAllreduces persistent_;  // large in-place allreduces of host buffers
 };
 
 }  // namespace tandem::collectives

@@ -75,6 +75,32 @@ TEST(MpiCollectives, AllreduceEveryDtypeOpInPlaceAndOutOfPlace) {
         }
 }
 
+// In-place allreduces of 32 MiB and more of a host tensor run through a persistent request bound
+// to the buffer (persistent_allreduce.h): reused round after round, one per buffer, avg included.
+TEST(MpiCollectives, LargeInPlaceAllreduceGivesTheSameResultRoundAfterRound) {
+  const int W = g_world->size(), R = g_world->rank();
+  const int64_t n = (36 << 20) / 4 + 3;  // 36 MiB of float32, not a multiple of anything
+  Tensor a = contribution_tensor(R, n, DType::Float32, ReduceOp::Sum);
+  Tensor b = contribution_tensor(R, n, DType::Float32, ReduceOp::Sum);
+  auto check = [&](const Tensor& t, double factor, const std::string& what) {
+    const auto v = t.to_vector<float>();
+    for (int64_t i = 0; i < n; i += (i < 100 ? 1 : 9973))
+      ASSERT_EQ(double(v[size_t(i)]), factor * expected_reduction(W, i, ReduceOp::Sum, DType::Float32)) << what << " at " << i;
+    ASSERT_EQ(double(v[size_t(n - 1)]), factor * expected_reduction(W, n - 1, ReduceOp::Sum, DType::Float32)) << what;
+  };
+  g_world->allreduce(a, ReduceOp::Sum);
+  check(a, 1.0, "a, round 1");
+  g_world->allreduce(b, ReduceOp::Sum);  // another buffer, its own request
+  check(b, 1.0, "b, round 1");
+  g_world->allreduce(a, ReduceOp::Sum);  // the same buffer again: every rank holds the sum
+  check(a, double(W), "a, round 2");
+  g_world->allreduce(a, ReduceOp::Avg);  // equal values everywhere: the average keeps them
+  check(a, double(W), "a, avg");
+  auto w1 = g_world->allreduce_async(b, b, ReduceOp::Max);  // max of equal values: unchanged
+  w1->wait();
+  check(b, 1.0, "b, max");
+}
+
 TEST(MpiCollectives, ReduceScatterUnevenCounts) {
   const int W = g_world->size(), R = g_world->rank();
   for (DType dt : kReducible)
