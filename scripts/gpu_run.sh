@@ -47,8 +47,9 @@ if [ "$PHASE" = gpu ] || [ "$PHASE" = all ]; then
   step cuda_tests 180 "$BUILD/tests/gpu/test_cuda_backend"
   step cuda_cli 120 "$BUILD/tests/gpu/test_cuda_cli"
   step nccl_np1 60 mpirun -np 1 "$BUILD/tests/gpu/test_nccl"
+  step mpi_cuda_np2 120 mpirun -np 2 --oversubscribe "$BUILD/tests/gpu/test_mpi_cuda"
   step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/gpu/test_cuda_backend" \
-    --gtest_filter='-*Large*:*Huge*:*2Pow31*:CudaTraining.*'
+    --gtest_filter='-*Large*:*Huge*:*2Pow31*:CudaTraining.*:CudaGraphTrainer.*'
 fi
 if [ "$PHASE" = suite ] || [ "$PHASE" = all ]; then
   for t in "$BUILD"/tests/*/test_*; do
