@@ -147,6 +147,9 @@ TEST(FashionMNISTOptions, JsonRoundTripAndErrors) {
                             {"'batchsize'", "batch_size", "val_size"});
   expect_error<ConfigError>([] { FashionMNISTOptions::from_json({{"flatten", "yes"}}); },
                             {"--data.flatten", "true or false", "\"yes\""});
+  expect_error<ConfigError>([] { FashionMNISTOptions::from_json({{"pin_memory", 1}}); },
+                            {"--data.pin_memory", "true or false"});
+  expect_error<ConfigError>([] { FashionMNISTOptions::from_json({{"pinmemory", true}}); }, {"'pinmemory'", "pin_memory"});
   expect_error<ConfigError>([] { FashionMNISTOptions::from_json({{"batch_size", 0}}); }, {"--data.batch_size"});
 }
 
