@@ -37,11 +37,10 @@ std::shared_ptr<PersistentAllreduces::Entry> PersistentAllreduces::acquire(MPI_C
     MPI_Request_free(&(*idle)->request);
     entries_.erase(idle);
   }
-  auto e = std::make_shared<Entry>();
+  auto e = std::make_shared<Entry>(Entry{buffer, count, type, op, MPI_REQUEST_NULL, /*busy=*/true});
   if (TANDEM_PERSISTENT_ALLREDUCE_INIT(MPI_IN_PLACE, buffer, count, type, op, comm, MPI_INFO_NULL, &e->request) !=
       MPI_SUCCESS)
     return nullptr;
-  *e = Entry{buffer, count, type, op, e->request, true};
   entries_.push_back(e);
   return e;
 #else

@@ -23,12 +23,10 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 Tensor GradScaler::scale_loss(const Tensor& loss) const {
   const bool usable = scale_tensor_.defined() && scale_tensor_.device() == loss.device() &&
                       scale_tensor_.dtype() == loss.dtype();
-  if (!usable) {
+  if (!usable) {  // update() and load_state_dict() keep an existing tensor current
     scale_tensor_ = Tensor::full({}, scale_, loss.dtype(), loss.device());
-  } else if (tensor_holds_ != scale_) {
-    scale_tensor_.fill_(scale_);  // same buffer: a captured step reads the new value
+    tensor_holds_ = scale_;
   }
-  tensor_holds_ = scale_;
   return loss * scale_tensor_;  // recorded for backward; the scale needs no gradient
 }
 
