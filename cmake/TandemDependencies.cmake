@@ -20,12 +20,24 @@ function(tandem_normalize_switch var)
   endif()
   set(${var} ${value} PARENT_SCOPE)
 endfunction()
-tandem_normalize_switch(TANDEM_CUDA)
+# TANDEM_CUDA also takes EMULATE: the CUDA backend compiled by the C++ compiler, its kernels run
+# on the CPU by kernels/cuda/emulation (no GPU, no nvcc needed; the CUDA headers are).
+string(TOUPPER "${TANDEM_CUDA}" tandem_cuda_upper)
+set(TANDEM_CUDA_EMULATION OFF)
+if(tandem_cuda_upper STREQUAL "EMULATE")
+  set(TANDEM_CUDA_EMULATION ON)
+else()
+  tandem_normalize_switch(TANDEM_CUDA)
+endif()
 tandem_normalize_switch(TANDEM_MPI)
 
 # ---- CUDA ----
 set(TANDEM_WITH_CUDA OFF)
-if(NOT TANDEM_CUDA STREQUAL "OFF")
+if(TANDEM_CUDA_EMULATION)
+  # Headers only (types, cuda_fp16/cuda_bf16 host code); the runtime is kernels/cuda/emulation.
+  find_package(CUDAToolkit REQUIRED)
+  set(TANDEM_WITH_CUDA ON)
+elseif(NOT TANDEM_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -46,12 +58,12 @@ if(NOT TANDEM_CUDA STREQUAL "OFF")
                         "or configure with -DTANDEM_CUDA=OFF")
   endif()
 endif()
-message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA}")
+message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA} (emulated on the CPU: ${TANDEM_CUDA_EMULATION})")
 
 # ---- cuDNN: convolutions on CUDA (kernels/cuda/conv_pool_cuda.cu). Optional: without it the
 # build still succeeds and conv2d on a GPU throws DeviceError saying how to install cuDNN 9. ----
 set(TANDEM_WITH_CUDNN OFF)
-if(TANDEM_WITH_CUDA)
+if(TANDEM_WITH_CUDA AND NOT TANDEM_CUDA_EMULATION)
   find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES x86_64-linux-gnu aarch64-linux-gnu)
   find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
   if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
@@ -77,7 +89,8 @@ message(STATUS "Tandem: MPI ${TANDEM_WITH_MPI}")
 
 # ---- NCCL: the GPU communicator, bootstrapped by MPI, so it needs CUDA and MPI ----
 set(TANDEM_WITH_NCCL OFF)
-if(TANDEM_WITH_CUDA AND TANDEM_WITH_MPI)
+# Never in the emulation build: NCCL is not faked; DDP there runs over the MPI communicator.
+if(TANDEM_WITH_CUDA AND TANDEM_WITH_MPI AND NOT TANDEM_CUDA_EMULATION)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)

@@ -40,7 +40,8 @@ void unary_chunk(UnaryOp op, const T* xp, T* yp, int64_t n, const UnaryParams& p
   CMap<T> x(xp, n);
   MMap<T> y(yp, n);
   switch (op) {
-    case UnaryOp::Neg: y = -x; break;
+    // x * -1, not -x: Eigen 3.4 negates packets as 0 - x, which turns -(+0) into +0.
+    case UnaryOp::Neg: y = x * T(-1); break;
     case UnaryOp::Exp: y = x.exp(); break;
     case UnaryOp::Log: y = x.log(); break;
     case UnaryOp::Sqrt: y = x.sqrt(); break;
@@ -69,7 +70,7 @@ void unary_backward_chunk(UnaryOp op, const T* xp, const T* yp, const T* gyp, T*
   CMap<T> x(xp, n), gy(gyp, n);
   MMap<T> gx(gxp, n);
   switch (op) {
-    case UnaryOp::Neg: gx = -gy; break;
+    case UnaryOp::Neg: gx = gy * T(-1); break;
     case UnaryOp::Exp: gx = gy * CMap<T>(yp, n); break;
     case UnaryOp::Log: gx = gy / x; break;
     case UnaryOp::Sqrt: gx = gy / (T(2) * CMap<T>(yp, n)); break;
@@ -86,10 +87,12 @@ void unary_backward_chunk(UnaryOp op, const T* xp, const T* yp, const T* gyp, T*
       }
       break;
     case UnaryOp::GeluTanh: {
+      // With s = sigmoid(2u) = (1 + tanh u) / 2: d/dx [x s] = s (1 + 2 x du (1 - s)). The tanh
+      // form 0.5 (1 + th) + 0.5 x (1 - th^2) du cancels catastrophically where th is near -1.
       Arr<T> u = T(kSqrt2OverPi) * (x + T(0.044715) * x.cube());
-      Arr<T> th = u.tanh();
+      Arr<T> s = T(1) / (T(1) + (T(-2) * u).exp());
       Arr<T> du = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x.square());
-      gx = gy * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th.square()) * du);
+      gx = gy * (s * (T(1) + T(2) * x * du * (T(1) - s)));
       break;
     }
     case UnaryOp::Pow: gx = gy * T(p.scalar) * x.pow(T(p.scalar - 1)); break;

@@ -97,7 +97,7 @@ struct CapturePool {
   std::vector<void*> held_pinned;
 };
 
-void pinned_release_later(void* p, int device);
+void pinned_release_later(void* p, int device) noexcept;
 
 class DeviceCache {
  public:
@@ -213,7 +213,7 @@ class DeviceCache {
   }
   // The graph is gone: its free and held blocks go to the ordinary free lists; blocks still
   // owned by tensors follow when those are freed (their pool no longer exists).
-  void release_pool(int pool) {
+  void release_pool(int pool) noexcept {
     std::vector<void*> pinned;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -417,9 +417,16 @@ PinnedCache& pinned_cache() {
 
 // A held pinned buffer goes back once the device's compute stream (where the last replay that
 // read it was queued) has passed this point.
-void pinned_release_later(void* p, int device) {
-  DeviceGuard guard(device);  // the event must be made on the device whose stream records it
-  pinned_cache().release(p, compute_stream(device));
+// Never throws (it runs in release paths and destructors): when the device is unusable (a sticky
+// error), nothing will run on it again, so the buffer is free at once.
+void pinned_release_later(void* p, int device) noexcept {
+  DeviceGuard guard(device, std::nothrow);  // the event must be made on the device whose stream records it
+  cudaStream_t stream = nullptr;
+  try {
+    stream = compute_stream(device);
+  } catch (const std::exception&) {
+  }
+  pinned_cache().release(p, stream);
 }
 
 // get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first

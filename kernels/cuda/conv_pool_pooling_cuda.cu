@@ -156,9 +156,9 @@ void CudaBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const T
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = y.numel();
     if (total == 0) return;
-    max_pool_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
-        x.ptr<T>(), y.ptr<T>(), indices.ptr<int64_t>(), x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2],
-        y.shape[3], p);
+    cuda::launch<max_pool_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+                                     y.ptr<T>(), indices.ptr<int64_t>(), x.shape[0] * x.shape[1], x.shape[2],
+                                     x.shape[3], y.shape[2], y.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("max_pool2d");
   });
 }
@@ -168,9 +168,9 @@ void CudaBackend::max_pool2d_backward(const TensorView& gy, const TensorView& in
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t planes = gx.shape[0] * gx.shape[1];
     if (gx.numel() == 0) return;
-    max_pool_backward_kernel<T><<<cuda::grid_for(planes * 32), cuda::kThreads, 0, cuda::current_stream()>>>(
-        gy.ptr<T>(), indices.ptr<int64_t>(), gx.ptr<T>(), planes, gx.shape[2] * gx.shape[3],
-        gy.shape[2] * gy.shape[3]);
+    cuda::launch<max_pool_backward_kernel<T>>(cuda::grid_for(planes * 32), cuda::kThreads, 0, cuda::current_stream(),
+                                              gy.ptr<T>(), indices.ptr<int64_t>(), gx.ptr<T>(), planes,
+                                              gx.shape[2] * gx.shape[3], gy.shape[2] * gy.shape[3]);
     TANDEM_CUDA_CHECK_LAUNCH("max_pool2d_backward");
   });
 }
@@ -180,8 +180,9 @@ void CudaBackend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const T
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = y.numel();
     if (total == 0) return;
-    avg_pool_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
-        x.ptr<T>(), y.ptr<T>(), x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2], y.shape[3], p);
+    cuda::launch<avg_pool_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+                                     y.ptr<T>(), x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2],
+                                     y.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("avg_pool2d");
   });
 }
@@ -191,8 +192,9 @@ void CudaBackend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& 
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = gx.numel();
     if (total == 0) return;
-    avg_pool_backward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
-        gy.ptr<T>(), gx.ptr<T>(), gx.shape[0] * gx.shape[1], gx.shape[2], gx.shape[3], gy.shape[2], gy.shape[3], p);
+    cuda::launch<avg_pool_backward_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(),
+                                              gy.ptr<T>(), gx.ptr<T>(), gx.shape[0] * gx.shape[1], gx.shape[2],
+                                              gx.shape[3], gy.shape[2], gy.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
   });
 }

@@ -49,6 +49,15 @@ DeviceGuard::DeviceGuard(int device) {
   if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
 }
 
+DeviceGuard::DeviceGuard(int device, std::nothrow_t) noexcept {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    previous_ = device;  // nothing to restore
+  } else if (previous_ != device && cudaSetDevice(device) != cudaSuccess) {
+    previous_ = device;
+  }
+  cudaGetLastError();
+}
+
 DeviceGuard::~DeviceGuard() {
   int now = previous_;
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);

@@ -10,6 +10,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <new>
+
 namespace tandem::cuda {
 
 // The compute stream of `device` (created on first use, lives as long as the process).
@@ -21,6 +23,9 @@ int current_device();
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
+  // For destructors and release paths, which must not throw: a failed switch (a sticky device
+  // error) is ignored, and the scope runs on whatever device is current.
+  DeviceGuard(int device, std::nothrow_t) noexcept;
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

@@ -94,9 +94,10 @@ DeviceProbe probe_device(int index) {
     probe.reason = runtime_error_text(err);
     cudaGetLastError();
   }
-  // Release the primary context again: in exclusive mode, holding it would make this process
-  // occupy every device it merely looked at. Training re-creates it on the chosen device.
-  if (cudaSetDevice(index) == cudaSuccess) cudaDeviceReset();
+  // No cudaDeviceReset here: it would destroy the primary context under everything this process
+  // already made on the device (the compute stream, library handles, cached allocations, pinned
+  // buffers). The context a probe creates stays; on an exclusive-mode device that is the price of
+  // asking, and training uses the device it probed.
   cudaGetLastError();
   cudaSetDevice(previous);
   return probe;

@@ -29,9 +29,10 @@ struct DeviceProbe {
   std::string reason;  // empty when usable; the runtime's error otherwise
 };
 
-// Creates a context on `index` and allocates a small buffer, which fails on a device another
-// process holds in exclusive compute mode. The primary context is released again afterwards,
-// so probing does not itself occupy the device. Throws DeviceError when built without CUDA.
+// Creates a context on `index` (if there is none yet) and allocates a small buffer, which fails
+// on a device another process holds in exclusive compute mode. The context is not reset
+// afterwards: that would destroy what this process already holds on the device. Throws
+// DeviceError when built without CUDA.
 DeviceProbe probe_device(int index);
 
 struct DeviceMemoryInfo {

@@ -111,10 +111,11 @@ __device__ __forceinline__ A unary_grad(UnaryOp op, A x, A y, A g, const UnaryCo
       return g * (cdf + x * pdf);
     }
     case UnaryOp::GeluTanh: {
+      // The CPU's cancellation-free form: s = sigmoid(2u), d/dx [x s] = s (1 + 2 x du (1 - s)).
       const A u = A(kSqrt2OverPi) * (x + A(kGeluTanhCoeff) * (x * x * x));
-      const A th = m_tanh(u);
+      const A s = A(1) / (A(1) + m_exp(A(-2) * u));
       const A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluTanhCoeff) * (x * x));
-      return g * (A(0.5) * (A(1) + th) + A(0.5) * x * (A(1) - th * th) * du);
+      return g * (s * (A(1) + A(2) * x * du * (A(1) - s)));
     }
     case UnaryOp::Pow: return g * c.scalar * m_pow(x, c.scalar_minus_1);
     case UnaryOp::Clamp: return x >= c.lo && x <= c.hi ? g : A(0);

@@ -181,7 +181,8 @@ template <int K, typename Fn>
 void launch_chunk(const Fn& fn, const StridedIndexer<K>& ix, const ChunkBase<K>& base, int64_t n,
                   const VecPlan<K>& plan, const char* launch_name) {
   const int64_t work = plan.enabled ? std::max<int64_t>(n / Fn::kVec, n % Fn::kVec) : n;
-  strided_map_kernel<K, Fn><<<grid_for(work), kThreads, 0, current_stream()>>>(fn, ix, base, uint32_t(n), plan);
+  cuda::launch<strided_map_kernel<K, Fn>>(grid_for(work), kThreads, 0, current_stream(), fn, ix, base, uint32_t(n),
+                                          plan);
   check_runtime(cudaGetLastError(), launch_name, __FILE__, __LINE__);
 }
 

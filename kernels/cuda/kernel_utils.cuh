@@ -22,6 +22,7 @@
 #include "engine/tensor/dtype.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/tensor_view.h"
 
 namespace tandem::cuda {

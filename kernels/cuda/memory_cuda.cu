@@ -24,8 +24,36 @@ __global__ void fill_kernel(Word* out, int64_t n, Word value) {
 
 template <typename Word>
 void launch_fill(void* out, int64_t n, Word value) {
-  fill_kernel<Word><<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(static_cast<Word*>(out), n, value);
+  cuda::launch<fill_kernel<Word>>(cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream(), static_cast<Word*>(out),
+                                  n, value);
   TANDEM_CUDA_CHECK_LAUNCH("fill");
+}
+
+// `waiter` runs what is queued on it next only after what is queued on `producer` now.
+void order_after(cudaStream_t waiter, int waiter_device, cudaStream_t producer, int producer_device) {
+  cudaEvent_t event = nullptr;
+  {
+    cuda::DeviceGuard guard(producer_device);
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(event, producer));
+  }
+  cuda::DeviceGuard guard(waiter_device);
+  TANDEM_CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
+  TANDEM_CUDA_CHECK(cudaEventDestroy(event));  // released once the wait has happened
+}
+
+// cuda:src_device -> cuda:dst_device on the destination's stream, after the work that wrote the
+// source (queued on the source's stream); and the source's stream waits for the copy, so the
+// source's memory, which its allocator hands out again in the source stream's order, is not
+// reused while the copy still reads it.
+void copy_across_devices(void* dst, int dst_device, const void* src, int src_device, size_t nbytes) {
+  cudaStream_t dst_stream = cuda::compute_stream(dst_device), src_stream = cuda::compute_stream(src_device);
+  order_after(dst_stream, dst_device, src_stream, src_device);
+  {
+    cuda::DeviceGuard guard(dst_device);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, dst_stream));
+  }
+  order_after(src_stream, src_device, dst_stream, dst_device);
 }
 
 }  // namespace
@@ -68,6 +96,14 @@ void CudaBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool dst
     return;
   }
   if (dst_on_host) cuda::count_host_read();
+  if (!dst_on_host) {
+    cudaPointerAttributes attributes{};
+    TANDEM_CUDA_CHECK(cudaPointerGetAttributes(&attributes, src));
+    if (attributes.type == cudaMemoryTypeDevice && attributes.device != device_index) {
+      copy_across_devices(dst, device_index, src, attributes.device, nbytes);
+      return;
+    }
+  }
   const cudaMemcpyKind kind = dst_on_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
   // The host reads device-to-host results right after this call. Into pinned memory the DMA

@@ -142,7 +142,8 @@ template <typename Term>
 void launch_column_partials(const Term& term, int64_t rows, int64_t cols, const ColumnPlan& plan, double2* partials) {
   if (plan.chunks == 0) return;
   const dim3 grid(unsigned(plan.tiles), unsigned(plan.chunks)), block(kColTile, kColRows);
-  column_partials_kernel<Term><<<grid, block, 0, current_stream()>>>(term, rows, cols, plan.rows_per_chunk, partials);
+  cuda::launch<column_partials_kernel<Term>>(grid, block, 0, current_stream(), term, rows, cols, plan.rows_per_chunk,
+                                             partials);
   TANDEM_CUDA_CHECK_LAUNCH("column_partials_kernel");
 }
 

@@ -119,8 +119,8 @@ ChannelPlan plan_and_sum_channels(const Term& term, int64_t outer, int64_t c, in
     plan.cols = c;
     plan.per = 1;
     partials = std::make_unique<cuda::norm::DeviceScratch>(size_t(plan.chunks * c) * sizeof(double2));
-    channel_partials_kernel<Term><<<unsigned(plan.chunks * c), cuda::kThreads, 0, cuda::current_stream()>>>(
-        term, c, inner, M, plan.chunks, per_chunk, partials->as<double2>());
+    cuda::launch<channel_partials_kernel<Term>>(unsigned(plan.chunks * c), cuda::kThreads, 0, cuda::current_stream(),
+                                                term, c, inner, M, plan.chunks, per_chunk, partials->as<double2>());
     TANDEM_CUDA_CHECK_LAUNCH("channel_partials_kernel");
   } else {
     const cuda::norm::ColumnPlan cp = cuda::norm::plan_columns(outer, c * inner);
@@ -240,9 +240,11 @@ template <typename T, typename Op>
 void launch_per_channel(const Op& op, int64_t n, int64_t inner, int64_t c, bool pointers_aligned) {
   if (n == 0) return;
   if (inner % 4 == 0 && pointers_aligned) {
-    per_channel_kernel<4, Op><<<cuda::grid_for(n / 4), cuda::kThreads, 0, cuda::current_stream()>>>(op, n, inner, c);
+    cuda::launch<per_channel_kernel<4, Op>>(cuda::grid_for(n / 4), cuda::kThreads, 0, cuda::current_stream(), op, n,
+                                            inner, c);
   } else {
-    per_channel_kernel<1, Op><<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(op, n, inner, c);
+    cuda::launch<per_channel_kernel<1, Op>>(cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream(), op, n, inner,
+                                            c);
   }
   TANDEM_CUDA_CHECK_LAUNCH("per_channel_kernel");
 }
@@ -262,9 +264,9 @@ void CudaBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c
     using P = TANDEM_CUDA_TYPE(p_tag);
     std::unique_ptr<cuda::norm::DeviceScratch> partials;
     const ChannelPlan plan = plan_and_sum_channels<T>(StatsTerm<T>{x.ptr<T>(), c, inner}, outer, c, inner, partials);
-    stats_finalize_kernel<T, P><<<cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream()>>>(
-        partials ? partials->as<double2>() : nullptr, plan, x.ptr<T>(), c, inner, double(outer * inner), eps,
-        save_mean.ptr<P>(), save_invstd.ptr<P>());
+    cuda::launch<stats_finalize_kernel<T, P>>(cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream(),
+                                              partials ? partials->as<double2>() : nullptr, plan, x.ptr<T>(), c, inner,
+                                              double(outer * inner), eps, save_mean.ptr<P>(), save_invstd.ptr<P>());
     TANDEM_CUDA_CHECK_LAUNCH("stats_finalize_kernel");
   });
   batch_norm_apply(x, outer, c, inner, save_mean, save_invstd, gamma, beta, y);
@@ -307,10 +309,11 @@ void CudaBackend::batch_norm_backward(const TensorView& x, const TensorView& gy,
     const ChannelPlan plan = plan_and_sum_channels<T>(term, outer, c, inner, partials);
     cuda::norm::DeviceScratch coef(size_t(c) * sizeof(GradCoef));
     const double M = double(outer * inner);
-    grad_finalize_kernel<P><<<cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream()>>>(
-        partials ? partials->as<double2>() : nullptr, plan, c, M, save_mean.ptr<P>(), save_invstd.ptr<P>(),
-        cuda::norm::ptr_or_null<P>(gamma), cuda::norm::mutable_ptr_or_null<P>(ggamma),
-        cuda::norm::mutable_ptr_or_null<P>(gbeta), coef.as<GradCoef>());
+    cuda::launch<grad_finalize_kernel<P>>(cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream(),
+                                          partials ? partials->as<double2>() : nullptr, plan, c, M, save_mean.ptr<P>(),
+                                          save_invstd.ptr<P>(), cuda::norm::ptr_or_null<P>(gamma),
+                                          cuda::norm::mutable_ptr_or_null<P>(ggamma),
+                                          cuda::norm::mutable_ptr_or_null<P>(gbeta), coef.as<GradCoef>());
     TANDEM_CUDA_CHECK_LAUNCH("grad_finalize_kernel");
     const GradInputOp<T> op{x.ptr<T>(), gy.ptr<T>(), gx.ptr<T>(), coef.as<GradCoef>(), M};
     const size_t vec = 4 * sizeof(T);

@@ -156,13 +156,13 @@ __global__ void __launch_bounds__(cuda::kThreads)
 }
 
 // Launches a row kernel with a warp per row (short rows) or a block per row.
-template <typename WarpKernel, typename BlockKernel, typename... Args>
-void launch_rows(WarpKernel warp_kernel, BlockKernel block_kernel, int64_t rows, int64_t cols, const char* name,
-                 Args... args) {
+template <auto WarpKernel, auto BlockKernel, typename... Args>
+void launch_rows(int64_t rows, int64_t cols, const char* name, Args... args) {
   if (cols <= kWarpRowMaxCols)
-    warp_kernel<<<cuda::grid_for(rows * 32), cuda::kThreads, 0, cuda::current_stream()>>>(args...);
+    cuda::launch<WarpKernel>(cuda::grid_for(rows * 32), cuda::kThreads, 0, cuda::current_stream(), args...);
   else
-    block_kernel<<<cuda::grid_for(rows * cuda::kThreads), cuda::kThreads, 0, cuda::current_stream()>>>(args...);
+    cuda::launch<BlockKernel>(cuda::grid_for(rows * cuda::kThreads), cuda::kThreads, 0, cuda::current_stream(),
+                              args...);
   cuda::check_runtime(cudaGetLastError(), name, __FILE__, __LINE__);
 }
 
@@ -179,9 +179,9 @@ void CudaBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, co
   cuda::norm::dispatch_norm(x.dtype, save_mean.dtype, kernel, [&](auto x_tag, auto p_tag) {
     using T = TANDEM_CUDA_TYPE(x_tag);
     using P = TANDEM_CUDA_TYPE(p_tag);
-    launch_rows(layer_norm_kernel<T, P, false>, layer_norm_kernel<T, P, true>, rows, cols, "layer_norm_kernel launch",
-                x.ptr<T>(), cuda::norm::ptr_or_null<P>(gamma), cuda::norm::ptr_or_null<P>(beta), y.ptr<T>(),
-                save_mean.ptr<P>(), save_invstd.ptr<P>(), rows, cols, eps);
+    launch_rows<layer_norm_kernel<T, P, false>, layer_norm_kernel<T, P, true>>(
+        rows, cols, "layer_norm_kernel launch", x.ptr<T>(), cuda::norm::ptr_or_null<P>(gamma),
+        cuda::norm::ptr_or_null<P>(beta), y.ptr<T>(), save_mean.ptr<P>(), save_invstd.ptr<P>(), rows, cols, eps);
   });
 }
 
@@ -198,18 +198,18 @@ void CudaBackend::layer_norm_backward(const TensorView& x, const TensorView& gy,
     using T = TANDEM_CUDA_TYPE(x_tag);
     using P = TANDEM_CUDA_TYPE(p_tag);
     if (rows > 0)
-      launch_rows(layer_norm_grad_input_kernel<T, P, false>, layer_norm_grad_input_kernel<T, P, true>, rows, cols,
-                  "layer_norm_grad_input_kernel launch", x.ptr<T>(), gy.ptr<T>(), save_mean.ptr<P>(),
-                  save_invstd.ptr<P>(), cuda::norm::ptr_or_null<P>(gamma), gx.ptr<T>(), rows, cols);
+      launch_rows<layer_norm_grad_input_kernel<T, P, false>, layer_norm_grad_input_kernel<T, P, true>>(
+          rows, cols, "layer_norm_grad_input_kernel launch", x.ptr<T>(), gy.ptr<T>(), save_mean.ptr<P>(),
+          save_invstd.ptr<P>(), cuda::norm::ptr_or_null<P>(gamma), gx.ptr<T>(), rows, cols);
     if ((!ggamma && !gbeta) || cols == 0) return;
     // Column sums over rows (zero when rows == 0, as on the CPU).
     const cuda::norm::ColumnPlan plan = cuda::norm::plan_columns(rows, cols);
     cuda::norm::DeviceScratch partials(size_t(plan.chunks * cols) * sizeof(double2));
     ParamGradTerm<T, P> term{x.ptr<T>(), gy.ptr<T>(), save_mean.ptr<P>(), save_invstd.ptr<P>(), cols};
     cuda::norm::launch_column_partials(term, rows, cols, plan, partials.as<double2>());
-    param_grad_finalize_kernel<P><<<cuda::norm::grid_for_warps(cols), cuda::kThreads, 0, cuda::current_stream()>>>(
-        partials.as<double2>(), plan.chunks, cols, cuda::norm::mutable_ptr_or_null<P>(ggamma),
-        cuda::norm::mutable_ptr_or_null<P>(gbeta));
+    cuda::launch<param_grad_finalize_kernel<P>>(
+        cuda::norm::grid_for_warps(cols), cuda::kThreads, 0, cuda::current_stream(), partials.as<double2>(),
+        plan.chunks, cols, cuda::norm::mutable_ptr_or_null<P>(ggamma), cuda::norm::mutable_ptr_or_null<P>(gbeta));
     TANDEM_CUDA_CHECK_LAUNCH("param_grad_finalize_kernel");
   });
 }

@@ -135,8 +135,8 @@ void launch_multi_tensor(const std::vector<std::array<void*, K>>& tensors, const
   auto flush = [&] {
     if (list.count == 0) return;
     list.first_block[list.count] = int32_t(blocks);
-    multi_tensor_update_kernel<T, K, Update>
-        <<<unsigned(blocks), kOptimThreads, 0, cuda::current_stream()>>>(list, update);
+    cuda::launch<multi_tensor_update_kernel<T, K, Update>>(unsigned(blocks), kOptimThreads, 0, cuda::current_stream(),
+                                                           list, update);
     TANDEM_CUDA_CHECK_LAUNCH("multi_tensor_update_kernel");
     list.count = 0;
     blocks = 0;

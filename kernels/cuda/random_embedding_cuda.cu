@@ -160,8 +160,8 @@ void CudaBackend::random_fill(const TensorView& out, uint64_t seed, uint64_t off
   if (n == 0) return;
   cuda::dispatch_float(out.dtype, "random_fill", [&](auto tag) {
     using T = TANDEM_CUDA_TYPE(tag);
-    random_fill_kernel<T><<<cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream()>>>(
-        out.ptr<T>(), n, seed, offset, normal, a, b, vector_aligned<T>(out.data));
+    cuda::launch<random_fill_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream(),
+                                        out.ptr<T>(), n, seed, offset, normal, a, b, vector_aligned<T>(out.data));
     TANDEM_CUDA_CHECK_LAUNCH("random_fill_kernel");
   });
 }
@@ -175,8 +175,9 @@ void CudaBackend::dropout(const TensorView& x, double p, uint64_t seed, uint64_t
     using T = TANDEM_CUDA_TYPE(tag);
     using A = cuda::acc_t<T>;
     const bool vector_ok = vector_aligned<T>(x.data) && vector_aligned<T>(y.data) && vector_aligned<uint8_t>(mask.data);
-    dropout_kernel<T><<<cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream()>>>(
-        x.ptr<T>(), y.ptr<T>(), mask.ptr<uint8_t>(), n, seed, offset, float(p), A(1.0 / (1.0 - p)), vector_ok);
+    cuda::launch<dropout_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+                                    y.ptr<T>(), mask.ptr<uint8_t>(), n, seed, offset, float(p), A(1.0 / (1.0 - p)),
+                                    vector_ok);
     TANDEM_CUDA_CHECK_LAUNCH("dropout_kernel");
   });
 }
@@ -188,8 +189,9 @@ void CudaBackend::embedding(const TensorView& weight, const TensorView& idx, con
   auto launch = [&](auto unit_tag) {
     using V = TANDEM_CUDA_TYPE(unit_tag);
     const int64_t units = row_bytes / int64_t(sizeof(V));
-    embedding_kernel<V><<<cuda::grid_for(n * units), cuda::kThreads, 0, cuda::current_stream()>>>(
-        static_cast<const V*>(weight.data), idx.ptr<int64_t>(), static_cast<V*>(y.data), n, units);
+    cuda::launch<embedding_kernel<V>>(cuda::grid_for(n * units), cuda::kThreads, 0, cuda::current_stream(),
+                                      static_cast<const V*>(weight.data), idx.ptr<int64_t>(), static_cast<V*>(y.data),
+                                      n, units);
     TANDEM_CUDA_CHECK_LAUNCH("embedding_kernel");
   };
   auto fits = [&](size_t unit) {
@@ -245,7 +247,7 @@ void CudaBackend::embedding_backward(const TensorView& gy, const TensorView& idx
     auto* num_runs = reinterpret_cast<int32_t*>(base + 2 * keys_bytes + 4 * ints_bytes);
     void* temp = base + 2 * keys_bytes + 4 * ints_bytes + 256;
 
-    iota_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, stream>>>(positions_in, n);
+    cuda::launch<iota_kernel>(cuda::grid_for(n), cuda::kThreads, 0, stream, positions_in, n);
     TANDEM_CUDA_CHECK_LAUNCH("iota_kernel");
     // Stable: equal indices keep increasing positions.
     size_t bytes = sort_bytes;
@@ -260,8 +262,8 @@ void CudaBackend::embedding_backward(const TensorView& gy, const TensorView& idx
     TANDEM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_starts, num_items, stream));
     const int threads = dim >= cuda::kThreads ? cuda::kThreads : int((dim + 31) / 32 * 32);
     const int grid = int(std::min<int64_t>(n, 132 * 16));
-    embedding_backward_kernel<T><<<grid, threads, 0, stream>>>(gy.ptr<T>(), run_rows, run_lengths, run_starts,
-                                                               num_runs, positions, gw.ptr<T>(), dim);
+    cuda::launch<embedding_backward_kernel<T>>(grid, threads, 0, stream, gy.ptr<T>(), run_rows, run_lengths, run_starts,
+                                               num_runs, positions, gw.ptr<T>(), dim);
     TANDEM_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
 }

@@ -73,11 +73,14 @@ void reduce_rows(const typename P::In* x, int64_t rows, int64_t r, typename P::O
   if (r <= kGroupRowMax) {
     // Lanes per row: about two vectors per lane at least; a whole warp from 16 vectors up.
     if (r <= 2 * kVec) {
-      reduce_rows_group_kernel<P, 1><<<grid_of(rows, kBlockThreads), kBlockThreads, 0, stream>>>(x, rows, r, out);
+      cuda::launch<reduce_rows_group_kernel<P, 1>>(grid_of(rows, kBlockThreads), kBlockThreads, 0, stream, x, rows, r,
+                                                   out);
     } else if (r <= 16 * kVec) {
-      reduce_rows_group_kernel<P, 4><<<grid_of(rows, kBlockThreads / 4), kBlockThreads, 0, stream>>>(x, rows, r, out);
+      cuda::launch<reduce_rows_group_kernel<P, 4>>(grid_of(rows, kBlockThreads / 4), kBlockThreads, 0, stream, x, rows,
+                                                   r, out);
     } else {
-      reduce_rows_group_kernel<P, 32><<<grid_of(rows, kBlockThreads / 32), kBlockThreads, 0, stream>>>(x, rows, r, out);
+      cuda::launch<reduce_rows_group_kernel<P, 32>>(grid_of(rows, kBlockThreads / 32), kBlockThreads, 0, stream, x,
+                                                    rows, r, out);
     }
     TANDEM_CUDA_CHECK_LAUNCH("reduce rows (lane groups)");
     return;
@@ -94,16 +97,17 @@ void reduce_rows(const typename P::In* x, int64_t rows, int64_t r, typename P::O
     }
   }
   if (splits == 1) {
-    reduce_rows_block_kernel<P><<<grid_of(rows, 1), kBlockThreads, 0, stream>>>(x, rows, r, 1, r, out, nullptr);
+    cuda::launch<reduce_rows_block_kernel<P>>(grid_of(rows, 1), kBlockThreads, 0, stream, x, rows, r, 1, r, out,
+                                              nullptr);
     TANDEM_CUDA_CHECK_LAUNCH("reduce rows (block per row)");
     return;
   }
   Scratch partials(size_t(rows * splits) * sizeof(Acc));
-  reduce_rows_block_kernel<P><<<grid_of(rows * splits, 1), kBlockThreads, 0, stream>>>(x, rows, r, splits, chunk, out,
-                                                                                       partials.as<Acc>());
+  cuda::launch<reduce_rows_block_kernel<P>>(grid_of(rows * splits, 1), kBlockThreads, 0, stream, x, rows, r, splits,
+                                            chunk, out, partials.as<Acc>());
   TANDEM_CUDA_CHECK_LAUNCH("reduce rows (chunks)");
-  combine_row_partials_kernel<P><<<grid_of(rows, 1), kBlockThreads, 0, stream>>>(partials.as<Acc>(), rows, splits, r,
-                                                                                 out);
+  cuda::launch<combine_row_partials_kernel<P>>(grid_of(rows, 1), kBlockThreads, 0, stream, partials.as<Acc>(), rows,
+                                               splits, r, out);
   TANDEM_CUDA_CHECK_LAUNCH("reduce rows (combine chunks)");
 }
 
@@ -113,8 +117,8 @@ void reduce_cols(const typename P::In* x, int64_t outer, int64_t r, int64_t inne
   using Acc = typename P::Acc;
   const int64_t outputs = outer * inner;
   if (outputs >= kTargetThreads && (inner >= 32 || r <= 8)) {
-    reduce_cols_direct_kernel<P><<<grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream>>>(x, outer, r, inner,
-                                                                                               out);
+    cuda::launch<reduce_cols_direct_kernel<P>>(grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream, x, outer, r,
+                                               inner, out);
     TANDEM_CUDA_CHECK_LAUNCH("reduce columns (thread per output)");
     return;
   }
@@ -133,12 +137,12 @@ void reduce_cols(const typename P::In* x, int64_t outer, int64_t r, int64_t inne
     }
   }
   Scratch partials(splits > 1 ? size_t(outer * splits * inner) * sizeof(Acc) : 0);
-  reduce_cols_tile_kernel<P><<<grid_of(base_blocks * splits, 1), kBlockThreads, 0, stream>>>(
-      x, outer, r, inner, W, R, tiles, splits, chunk, out, partials.as<Acc>());
+  cuda::launch<reduce_cols_tile_kernel<P>>(grid_of(base_blocks * splits, 1), kBlockThreads, 0, stream, x, outer, r,
+                                           inner, W, R, tiles, splits, chunk, out, partials.as<Acc>());
   TANDEM_CUDA_CHECK_LAUNCH("reduce columns (tiles)");
   if (splits > 1) {
-    combine_col_partials_kernel<P><<<grid_of(outer * ceil_div(inner, 32), 1), kBlockThreads, 0, stream>>>(
-        partials.as<Acc>(), outer, splits, inner, r, out);
+    cuda::launch<combine_col_partials_kernel<P>>(grid_of(outer * ceil_div(inner, 32), 1), kBlockThreads, 0, stream,
+                                                 partials.as<Acc>(), outer, splits, inner, r, out);
     TANDEM_CUDA_CHECK_LAUNCH("reduce columns (combine chunks)");
   }
 }
@@ -153,7 +157,8 @@ void run_reduction(const TensorView& x, int64_t outer, int64_t r, int64_t inner,
   auto* op = static_cast<typename P::Out*>(out.data);
   cudaStream_t stream = cuda::current_stream();
   if (r <= 1) {
-    reduce_direct_kernel<P><<<grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream>>>(xp, outputs, r, op);
+    cuda::launch<reduce_direct_kernel<P>>(grid_of(outputs, kBlockThreads), kBlockThreads, 0, stream, xp, outputs, r,
+                                          op);
     TANDEM_CUDA_CHECK_LAUNCH("reduce (r <= 1)");
   } else if (inner == 1) {
     reduce_rows<P>(xp, outer, r, op, stream);

@@ -131,11 +131,11 @@ void CudaBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const
     cudaStream_t stream = cuda::current_stream();
     if (cols <= kWarpColsMax) {
       with_per_lane(cols, [&](auto per_lane) {
-        softmax_warp_kernel<T, decltype(per_lane)::value>
-            <<<blocks_for(rows, kWarpsPerBlock), kThreads, 0, stream>>>(xp, yp, rows, int(cols), log);
+        cuda::launch<softmax_warp_kernel<T, decltype(per_lane)::value>>(blocks_for(rows, kWarpsPerBlock), kThreads, 0,
+                                                                        stream, xp, yp, rows, int(cols), log);
       });
     } else {
-      softmax_block_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream>>>(xp, yp, rows, cols, log);
+      cuda::launch<softmax_block_kernel<T>>(blocks_for(rows, 1), kThreads, 0, stream, xp, yp, rows, cols, log);
     }
     TANDEM_CUDA_CHECK_LAUNCH("softmax");
   });
@@ -152,11 +152,12 @@ void CudaBackend::softmax_backward(const TensorView& y, const TensorView& gy, in
     cudaStream_t stream = cuda::current_stream();
     if (cols <= kWarpColsMax) {
       with_per_lane(cols, [&](auto per_lane) {
-        softmax_backward_warp_kernel<T, decltype(per_lane)::value>
-            <<<blocks_for(rows, kWarpsPerBlock), kThreads, 0, stream>>>(yp, gp, op, rows, int(cols), log);
+        cuda::launch<softmax_backward_warp_kernel<T, decltype(per_lane)::value>>(
+            blocks_for(rows, kWarpsPerBlock), kThreads, 0, stream, yp, gp, op, rows, int(cols), log);
       });
     } else {
-      softmax_backward_block_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream>>>(yp, gp, op, rows, cols, log);
+      cuda::launch<softmax_backward_block_kernel<T>>(blocks_for(rows, 1), kThreads, 0, stream, yp, gp, op, rows, cols,
+                                                     log);
     }
     TANDEM_CUDA_CHECK_LAUNCH("softmax_backward");
   });
@@ -169,9 +170,9 @@ void CudaBackend::nll_rows(const TensorView& logp, const TensorView& target, int
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t rows = logp.shape[0], classes = logp.shape[1];
     if (rows == 0) return;
-    nll_rows_kernel<T><<<blocks_for(rows, kWarpsPerBlock), kThreads, 0, cuda::current_stream()>>>(
-        logp.ptr<const T>(), target.ptr<const int64_t>(), rows, classes, ignore_index, label_smoothing, loss.ptr<T>(),
-        valid.ptr<T>());
+    cuda::launch<nll_rows_kernel<T>>(blocks_for(rows, kWarpsPerBlock), kThreads, 0, cuda::current_stream(),
+                                     logp.ptr<const T>(), target.ptr<const int64_t>(), rows, classes, ignore_index,
+                                     label_smoothing, loss.ptr<T>(), valid.ptr<T>());
     TANDEM_CUDA_CHECK_LAUNCH("nll_loss");
   });
 }
@@ -188,11 +189,12 @@ void CudaBackend::nll_rows_backward(const TensorView& gloss, const TensorView& t
     T* op = glogp.ptr<T>();
     cudaStream_t stream = cuda::current_stream();
     if (n <= int64_t(INT32_MAX)) {
-      nll_rows_backward_kernel<T, uint32_t><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-          gp, tp, uint32_t(rows), uint32_t(classes), ignore_index, label_smoothing, op);
+      cuda::launch<nll_rows_backward_kernel<T, uint32_t>>(blocks_for(n, kThreads), kThreads, 0, stream, gp, tp,
+                                                          uint32_t(rows), uint32_t(classes), ignore_index,
+                                                          label_smoothing, op);
     } else {
-      nll_rows_backward_kernel<T, int64_t><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-          gp, tp, rows, classes, ignore_index, label_smoothing, op);
+      cuda::launch<nll_rows_backward_kernel<T, int64_t>>(blocks_for(n, kThreads), kThreads, 0, stream, gp, tp, rows,
+                                                         classes, ignore_index, label_smoothing, op);
     }
     TANDEM_CUDA_CHECK_LAUNCH("nll_loss_backward");
   });

@@ -33,7 +33,7 @@ struct StepGraph::Impl {
 StepGraph::StepGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StepGraph::~StepGraph() {
-  DeviceGuard guard(impl_->device);
+  DeviceGuard guard(impl_->device, std::nothrow);  // after a sticky device error too: never throws
   // An executable graph still running is freed by the driver when it completes.
   if (impl_->exec) cudaGraphExecDestroy(impl_->exec);
   if (impl_->graph) cudaGraphDestroy(impl_->graph);

@@ -296,7 +296,7 @@ TEST(CudaElementwiseCast, EmptyTensors) {
 // Maps of 2^31 or more elements are cut into launches of fewer (32-bit index math). Needs
 // about 7 GB of device memory; skipped on smaller devices.
 TEST(CudaElementwiseCast, MoreThan2To31ElementsRunInChunks) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("2^31 + 48 elements (8 GiB) take the emulator minutes");
   if (cuda::query_device_memory(0).free_bytes < (size_t(8) << 30)) GTEST_SKIP() << "needs 8 GB of free device memory";
   const int64_t cols = (int64_t(1) << 30) + 24, n = 2 * cols;  // 2^31 + 48 elements
   auto pattern = [](int64_t i) { return uint8_t((i * 7 + (i >> 20)) % 251); };

@@ -20,7 +20,7 @@ namespace {
 std::vector<float> cpu_values(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
 
 TEST(CudaGraph, ReplaysTheCapturedWorkOnNewInputs) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   Tensor x = Tensor::from_vector<float>({-2, -1, 0, 1, 2}, {5}).to(Device::cuda(0));
   Tensor y;
   auto graph = cuda::StepGraph::capture(0, [&] { y = relu(x * 2.0 - 1.0) + x; });
@@ -33,7 +33,7 @@ TEST(CudaGraph, ReplaysTheCapturedWorkOnNewInputs) {
 }
 
 TEST(CudaGraph, ACaptureThatWaitsForTheDeviceFailsAndTheStreamStillWorks) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}).to(Device::cuda(0));
   EXPECT_THROW(cuda::StepGraph::capture(0, [&] { (void)sum(x * 2.0).item(); }), DeviceError);
   EXPECT_EQ(cpu_values(x + 1.0), (std::vector<float>{2, 3, 4}));
@@ -44,7 +44,7 @@ TEST(CudaGraph, ACaptureThatWaitsForTheDeviceFailsAndTheStreamStillWorks) {
 }
 
 TEST(CudaGraph, ItsMemoryIsNotHandedOutWhileTheGraphLives) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   Tensor x = Tensor::ones({1000}, DType::Float32, Device::cuda(0));
   const void* inside = nullptr;
   auto graph = cuda::StepGraph::capture(0, [&] {
@@ -103,7 +103,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(CudaGraphTrainer, GivesTheWeightsOfTheRunWithoutGraphs) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   const GraphRun eager = fit_tiny(false), graphed = fit_tiny(true);
   ASSERT_TRUE(graphed.captured) << graphed.off_reason;
   // Per epoch: 2 warm-up steps in the first, then replays of every full batch; the short last
@@ -115,7 +115,7 @@ TEST(CudaGraphTrainer, GivesTheWeightsOfTheRunWithoutGraphs) {
 }
 
 TEST(CudaGraphTrainer, AccumulatesAndScalesLikeTheRunWithoutGraphs) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   const GraphRun eager_acc = fit_tiny(false, "32-true", 2), graphed_acc = fit_tiny(true, "32-true", 2);
   ASSERT_TRUE(graphed_acc.captured) << graphed_acc.off_reason;
   EXPECT_EQ(max_abs_diff(eager_acc.weights, graphed_acc.weights), 0.0);
@@ -128,7 +128,7 @@ TEST(CudaGraphTrainer, AccumulatesAndScalesLikeTheRunWithoutGraphs) {
 }
 
 TEST(CudaGraphTrainer, DropoutTurnsGraphsOffAndTrainingGoesOn) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   const GraphRun eager = fit_tiny(false, "32-true", 1, 0.25), graphed = fit_tiny(true, "32-true", 1, 0.25);
   EXPECT_FALSE(graphed.captured);
   EXPECT_NE(graphed.off_reason.find("random numbers"), std::string::npos) << graphed.off_reason;
@@ -158,7 +158,7 @@ class BadTargetData : public SyntheticDataModule {
 };
 
 TEST(CudaGraphTrainer, AnOutOfRangeTargetInAReplayIsStillNamed) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
   TempDir dir;
   TrainerOptions o = quiet_options(dir.path);
   o.accelerator = "cuda";

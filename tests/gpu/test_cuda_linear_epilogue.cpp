@@ -41,14 +41,21 @@ std::string describe(const LinearCase& c) {
   return s.str();
 }
 
-// Every |got - want| <= tol * bound (NaN, an unwritten element, fails).
+// Every |got - want| <= tol * bound + half the subnormal spacing of got's dtype (a result in the
+// subnormal range is rounded to that absolute step, whatever its relative error); NaN, an
+// unwritten element, fails.
 void expect_within(const Tensor& got, const Tensor& want, const Tensor& bound, double tol, const std::string& what) {
   const std::vector<double> g = values(got), w = values(want), b = values(bound);
+  const int min_exponent = got.dtype() == DType::Float16    ? -24
+                           : got.dtype() == DType::BFloat16 ? -133
+                           : got.dtype() == DType::Float32  ? -149
+                                                            : -1074;
+  const double subnormal_half_step = std::ldexp(1.0, min_exponent - 1);
   ASSERT_EQ(g.size(), w.size()) << what;
   ASSERT_EQ(b.size(), w.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
     const double err = std::fabs(g[i] - w[i]);
-    ASSERT_TRUE(err <= tol * b[i] + 1e-300)
+    ASSERT_TRUE(err <= tol * b[i] + subnormal_half_step)
         << what << " element " << i << ": got " << g[i] << ", want " << w[i] << " (bound " << tol * b[i] << ")";
   }
 }

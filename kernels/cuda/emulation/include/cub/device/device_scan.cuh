@@ -1,0 +1,3 @@
+// The emulation build's CUB twin (cub_twins.h).
+#pragma once
+#include "cub_twins.h"
