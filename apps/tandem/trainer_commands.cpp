@@ -41,9 +41,12 @@ class SaveConfigCallback : public trainer::Callback {
   explicit SaveConfigCallback(YAML::Node config) : config_(std::move(config)) {}
   std::string name() const override { return "SaveConfigCallback"; }
   void setup(trainer::Trainer& trainer, trainer::LightningModule&, const std::string& stage) override {
-    if (stage != "fit" || !trainer.is_global_zero() || !trainer.logger_version()) return;
-    io::write_file_atomically((std::filesystem::path(trainer.log_dir()) / "config.yaml").string(),
-                              config_to_yaml(config_));
+    if (stage != "fit" || !trainer.is_global_zero()) return;
+    const std::filesystem::path dir = trainer.log_dir();  // default_root_dir without a logger (fast_dev_run)
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw DataError("cannot save config.yaml: creating " + dir.string() + " failed: " + ec.message());
+    io::write_file_atomically((dir / "config.yaml").string(), config_to_yaml(config_));
   }
 
  private:
