@@ -147,7 +147,10 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
     }
     return;
   }
-  if (!saved_has_schedule) return;  // a new scheduler starts at its step 0, as constructed
+  if (!saved_has_schedule) {
+    sched->resume_at(sched->last_epoch());  // a new scheduler: its step 0 rate, which the loaded groups overwrote
+    return;
+  }
   const std::string saved_class = s.value("lr_scheduler_class", sched->name());
   if (saved_class == sched->name() && schedule_settings(ckpt.scheduler) == schedule_settings(sched->state_dict())) {
     sched->load_state_dict(ckpt.scheduler);

@@ -51,6 +51,13 @@ TEST(CliDefects, ExtendingAFinishedRunTrainsTheNewEpochs) {
       << extended.out;
   EXPECT_GT(weight_change(only_checkpoint(run.version(0)), only_checkpoint(run.version(1))), 1e-6)
       << "the extension's epoch left the weights as they were";
+
+  // Without a scheduler now, the extension runs at the configured rate, not the cosine's last one.
+  auto constant = run_tandem("fit " + run.common + " --trainer.max_epochs=3 --lr_scheduler=null --ckpt_path=last", run.dir);
+  ASSERT_EQ(constant.exit_code, 0) << constant.out << constant.err;
+  EXPECT_TRUE(constant.out_has("this run has none; training continues at the configured constant lr 0.001"))
+      << constant.out;
+  EXPECT_GT(weight_change(only_checkpoint(run.version(1)), only_checkpoint(run.version(2))), 1e-6);
 }
 
 TEST(CliDefects, ResumingWithAnotherOptimizerIsRefused) {
