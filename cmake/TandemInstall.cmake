@@ -21,20 +21,24 @@ target_compile_features(tandem INTERFACE cxx_std_20)  # the headers are C++20
 # In the build tree the CPU kernels and their users compile with -march=native. A consumer of
 # the installed library must compile for the instruction set the library was built for (Eigen's
 # alignment of vectorized types must agree on both sides), not for whatever machine builds the
-# consumer, so the package exports the CPU that "native" resolved to here (GCC reports it).
+# consumer, so the package exports the CPU that "native" resolved to here, as GCC reports it
+# (-Q --help=target). Other compilers do not say (Clang's driver passes "native" on as a generic
+# CPU plus a feature list): their packages leave the consumers' -march alone, with a warning.
 if(TANDEM_NATIVE_ARCH)
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -march=native -Q --help=target
-                  OUTPUT_VARIABLE _tandem_target_help ERROR_QUIET RESULT_VARIABLE _tandem_rc)
-  if(_tandem_rc EQUAL 0 AND _tandem_target_help MATCHES "\n[ \t]*-march=[ \t]*([A-Za-z0-9_.-]+)")
+                  OUTPUT_VARIABLE _tandem_gcc ERROR_QUIET RESULT_VARIABLE _tandem_gcc_rc)
+  if(_tandem_gcc_rc EQUAL 0 AND _tandem_gcc MATCHES "\n[ \t]*-march=[ \t]*([A-Za-z0-9_.-]+)")
     set(TANDEM_EXPORTED_MARCH ${CMAKE_MATCH_1})
-  else()
-    message(FATAL_ERROR "TANDEM_NATIVE_ARCH=ON, but ${CMAKE_CXX_COMPILER} does not say which CPU "
-                        "-march=native means, so the installed package could not tell consumers what to "
-                        "compile for; configure with -DTANDEM_NATIVE_ARCH=OFF for a portable library")
   endif()
-  target_compile_options(tandem INTERFACE
-                         $<INSTALL_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-march=${TANDEM_EXPORTED_MARCH}>>)
-  message(STATUS "Tandem: the installed package compiles consumers with -march=${TANDEM_EXPORTED_MARCH}")
+  if(TANDEM_EXPORTED_MARCH)
+    target_compile_options(tandem INTERFACE
+                           $<INSTALL_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-march=${TANDEM_EXPORTED_MARCH}>>)
+    message(STATUS "Tandem: the installed package compiles consumers with -march=${TANDEM_EXPORTED_MARCH}")
+  else()
+    message(WARNING "Tandem: ${CMAKE_CXX_COMPILER} does not say which CPU -march=native means, so the installed "
+                    "package leaves its consumers' -march alone; configure with -DTANDEM_NATIVE_ARCH=OFF for a "
+                    "library that runs on any x86-64 machine")
+  endif()
 endif()
 
 install(TARGETS tandem EXPORT tandemTargets
