@@ -26,6 +26,8 @@ using namespace tandem::bench;
 namespace {
 
 DType perf_dtype(const std::string& name) {
+  if (name == "half") return DType::Float16;
+  if (name == "bfloat16") return DType::BFloat16;
   if (name == "float") return DType::Float32;
   if (name == "double") return DType::Float64;
   if (name == "int32") return DType::Int32;
@@ -48,8 +50,30 @@ int64_t count_wrong_typed(const T* p, int64_t n, int nranks, const std::string& 
   return wrong;
 }
 
+// float16/bfloat16: filled with the same small integers (exact in both) and checked bit for bit
+// against the expectation rounded once to the type.
+void fill_half(const Tensor& t, int rank) {
+  auto* p = static_cast<uint16_t*>(t.raw_data());
+  const bool half = t.dtype() == DType::Float16;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = float(perf_value(rank, i));
+    p[i] = half ? float_to_half(v) : float_to_bf16(v);
+  }
+}
+int64_t count_wrong_half(const Tensor& t, int nranks, const std::string& op) {
+  const auto* p = static_cast<const uint16_t*>(t.raw_data());
+  const bool half = t.dtype() == DType::Float16;
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float e = float(perf_expected(nranks, i, op, false));
+    wrong += p[i] != (half ? float_to_half(e) : float_to_bf16(e));
+  }
+  return wrong;
+}
+
 void fill(const Tensor& t, int rank) {
   switch (t.dtype()) {
+    case DType::Float16: case DType::BFloat16: return fill_half(t, rank);
     case DType::Float32: return fill_typed(static_cast<float*>(t.raw_data()), t.numel(), rank);
     case DType::Float64: return fill_typed(static_cast<double*>(t.raw_data()), t.numel(), rank);
     case DType::Int32: return fill_typed(static_cast<int32_t*>(t.raw_data()), t.numel(), rank);
@@ -58,6 +82,7 @@ void fill(const Tensor& t, int rank) {
 }
 int64_t count_wrong(const Tensor& t, int nranks, const std::string& op) {
   switch (t.dtype()) {
+    case DType::Float16: case DType::BFloat16: return count_wrong_half(t, nranks, op);
     case DType::Float32: return count_wrong_typed(static_cast<float*>(t.raw_data()), t.numel(), nranks, op);
     case DType::Float64: return count_wrong_typed(static_cast<double*>(t.raw_data()), t.numel(), nranks, op);
     case DType::Int32: return count_wrong_typed(static_cast<int32_t*>(t.raw_data()), t.numel(), nranks, op);
@@ -65,10 +90,12 @@ int64_t count_wrong(const Tensor& t, int nranks, const std::string& op) {
   }
 }
 
-// Mean over ranks of a per-rank time, and the sum of wrong counts (on the backend's device).
-double mean_over_ranks(Communicator& c, double v, Device dev) {
+// A per-rank time as -a asks: rank 0's (0), the mean (1), min (2) or max (3) over ranks; and
+// the sum of wrong counts (on the backend's device).
+double time_over_ranks(Communicator& c, double v, Device dev, int average) {
+  if (average == 0 && c.rank() != 0) v = 0;
   Tensor t = Tensor::scalar(v, DType::Float64).to(dev);
-  c.allreduce(t, ReduceOp::Avg);
+  c.allreduce(t, average == 0 ? ReduceOp::Sum : average == 1 ? ReduceOp::Avg : average == 2 ? ReduceOp::Min : ReduceOp::Max);
   return t.to(Device::cpu()).item();
 }
 int64_t sum_over_ranks(Communicator& c, int64_t v, Device dev) {
@@ -79,6 +106,7 @@ int64_t sum_over_ranks(Communicator& c, int64_t v, Device dev) {
 
 // Buffers live where the backend moves them: host memory for mpi/local, this rank's GPU for nccl
 // (filled and checked through host copies, outside the timed loop).
+// Each timed iteration runs -m operations back to back; the time is per operation.
 PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, bool in_place, Device dev) {
   const DType dt = perf_dtype(a.datatype);
   const int64_t count = bytes / int64_t(dtype_size(dt));
@@ -93,17 +121,18 @@ PerfResult run_size(Communicator& c, const AllreducePerfArgs& a, int64_t bytes, 
   for (int i = 0; i < a.warmup; ++i) c.allreduce(send, recv, op);
   c.barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < a.iters; ++i) c.allreduce(send, recv, op);
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / a.iters;
+  const int64_t ops = int64_t(a.iters) * a.agg_iters;
+  for (int64_t i = 0; i < ops; ++i) c.allreduce(send, recv, op);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / double(ops);
   int64_t wrong = 0;
-  if (a.check) {
-    if (in_place) {  // the timed runs reduced the result again and again: check a fresh one
+  for (int k = 0; k < a.check; ++k) {  // the timed in-place runs reduced again and again: check fresh ones
+    if (in_place || k > 0) {
       send.copy_(filled());
-      c.allreduce(send, op);
+      c.allreduce(send, recv, op);
     }
-    wrong = count_wrong(recv.to(Device::cpu()), c.size(), a.op);
+    wrong += count_wrong(recv.to(Device::cpu()), c.size(), a.op);
   }
-  return perf_result(bytes, c.size(), mean_over_ranks(c, us, dev), sum_over_ranks(c, wrong, dev));
+  return perf_result(bytes, c.size(), time_over_ranks(c, us, dev, a.average), sum_over_ranks(c, wrong, dev));
 }
 
 // "Rank  0 Pid  1234 on host device cpu (mpi)" for every rank, gathered to all.
@@ -132,14 +161,23 @@ int main(int argc, char** argv) {
   CommBackend backend;
   try {
     args = parse_allreduce_perf_args(argc, argv, {"mpi", "nccl", "local"});
+    for (const auto& type : args.datatype == "all" ? perf_all_datatypes() : std::vector{args.datatype}) {
+      perf_sizes(args, type);  // an empty size range is a flag error, before MPI starts
+    }
     backend = parse_comm_backend(args.backend);
     init_comm_runtime(backend, &argc, &argv);
   } catch (const ConfigError& e) {
+    if (std::string(e.what()) == "usage") {
+      std::printf("usage: allreduce_perf [flags]\n%s", allreduce_perf_usage());
+      return 0;
+    }
     std::fprintf(stderr, "allreduce_perf: %s\n%s", e.what(), allreduce_perf_usage());
     return 2;
   }
   try {
-    auto comm = make_communicator(backend);
+    CommOptions options;
+    if (args.timeout_s > 0) options.timeout = std::chrono::seconds(args.timeout_s);
+    auto comm = make_communicator(backend, options);
     // NCCL reduces GPU buffers: this rank's device is its local rank (one GPU per rank).
     const Device dev = backend == CommBackend::Nccl ? Device::cuda(comm->local_rank()) : Device::cpu();
     auto lines = rank_lines(*comm, dev);
@@ -147,13 +185,24 @@ int main(int argc, char** argv) {
     if (root) print_perf_header(args, "Tandem allreduce_perf, " + args.backend + " backend", lines);
     double busbw_sum = 0;
     int64_t wrong_total = 0, results = 0;
-    for (int64_t bytes : perf_sizes(args)) {
-      PerfResult oop = run_size(*comm, args, bytes, false, dev);
-      PerfResult ip = run_size(*comm, args, bytes, true, dev);
-      if (root) print_perf_row(bytes, bytes / perf_dtype_size(args.datatype), args, oop, ip);
-      busbw_sum += oop.busbw + ip.busbw;
-      wrong_total += oop.wrong + ip.wrong;
-      results += 2;
+    const std::vector<std::string> types = args.datatype == "all" ? perf_all_datatypes() : std::vector{args.datatype};
+    const std::vector<std::string> ops = args.op == "all" ? perf_all_ops() : std::vector{args.op};
+    for (int cycle = 0; args.cycles == 0 || cycle < args.cycles; ++cycle) {
+      for (const auto& type : types) {
+        for (const auto& op : ops) {
+          AllreducePerfArgs one = args;
+          one.datatype = type;
+          one.op = op;
+          for (int64_t bytes : perf_sizes(one, type)) {
+            PerfResult oop = run_size(*comm, one, bytes, false, dev);
+            PerfResult ip = run_size(*comm, one, bytes, true, dev);
+            if (root) print_perf_row(bytes, bytes / perf_dtype_size(type), one, oop, ip);
+            busbw_sum += oop.busbw + ip.busbw;
+            wrong_total += oop.wrong + ip.wrong;
+            results += 2;
+          }
+        }
+      }
     }
     if (root) print_perf_footer(wrong_total, results ? busbw_sum / double(results) : 0);
     return wrong_total ? 1 : 0;

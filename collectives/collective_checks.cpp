@@ -36,14 +36,10 @@ void check_numel(const char* name, const char* role, const Tensor& t, int64_t ex
                      " elements, expected " + std::to_string(expected) + " (" + why + ")");
 }
 
-void check_reducible(const char* name, DType dtype, bool half_types_ok, const std::string& backend) {
+void check_reducible(const char* name, DType dtype) {
   if (dtype == DType::Bool)
     throw DTypeError(std::string(name) + ": bool tensors cannot be reduced; cast to uint8 (max = any, "
                      "min = all) or int32 (sum = count)");
-  if ((dtype == DType::Float16 || dtype == DType::BFloat16) && !half_types_ok)
-    throw DTypeError(std::string(name) + ": the " + backend + " backend cannot reduce " + dtype_name(dtype) +
-                     " (MPI has no 16-bit float arithmetic); reduce in float32 (t.to(float32)) or "
-                     "use the nccl backend; allgather, broadcast, send and recv accept it");
 }
 
 void check_rank(const char* name, const char* role, int rank, int size) {
@@ -96,6 +92,16 @@ template <typename T> struct Reduce {
 
 void divide_in_place(const Tensor& host, int64_t n) {
   if (n == 1) return;
+  if (host.dtype() == DType::Float16 || host.dtype() == DType::BFloat16) {
+    // Divided in float and rounded once, as a GPU averages these types.
+    auto* p = static_cast<uint16_t*>(host.raw_data());
+    const bool half = host.dtype() == DType::Float16;
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      const float v = (half ? half_to_float(p[i]) : bf16_to_float(p[i])) / float(n);
+      p[i] = half ? float_to_half(v) : float_to_bf16(v);
+    }
+    return;
+  }
   dispatch<Divide>(host.dtype(), "avg", host, n);
 }
 

@@ -16,8 +16,8 @@ void check_buffer(const char* name, const char* role, const Tensor& t);
 void check_same_dtype(const char* name, const Tensor& input, const Tensor& output);
 void check_numel(const char* name, const char* role, const Tensor& t, int64_t expected,
                  const std::string& why);
-// Reductions: bool never; float16/bfloat16 only when the backend can add them.
-void check_reducible(const char* name, DType dtype, bool half_types_ok, const std::string& backend);
+// Reductions: every dtype but bool.
+void check_reducible(const char* name, DType dtype);
 // 0 <= rank < size (ValueError naming the role: "root", "dst", "src").
 void check_rank(const char* name, const char* role, int rank, int size);
 

@@ -62,7 +62,7 @@ WorkHandle LocalCommunicator::allreduce_async(const Tensor& input, const Tensor&
   check_buffer("allreduce", "output", output);
   check_same_dtype("allreduce", input, output);
   check_numel("allreduce", "output", output, input.numel(), "allreduce keeps the element count");
-  check_reducible("allreduce", input.dtype(), /*half_types_ok=*/true, "local");
+  check_reducible("allreduce", input.dtype());
   copy_unless_same(output, input);  // one rank: sum, avg, max, min and prod are all the identity
   return done(describe("allreduce", reduce_op_name(op), input.dtype(), input.numel()));
 }
@@ -72,7 +72,7 @@ WorkHandle LocalCommunicator::reduce_scatter_async(const Tensor& input, const Te
   check_buffer("reduce_scatter", "output", output);
   check_same_dtype("reduce_scatter", input, output);
   check_numel("reduce_scatter", "output", output, input.numel(), "one rank receives every chunk");
-  check_reducible("reduce_scatter", input.dtype(), true, "local");
+  check_reducible("reduce_scatter", input.dtype());
   copy_unless_same(output, input);
   return done(describe("reduce_scatter", reduce_op_name(op), input.dtype(), input.numel()));
 }

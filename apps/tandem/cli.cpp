@@ -2,7 +2,11 @@
 // program, so a user program can register its own accelerators and then hand its arguments to
 // it (apps/examples/xpu/xpu_cli.cpp); main.cpp only calls it.
 // Exit codes: 0 success, 2 usage or configuration errors (ConfigError), 1 anything else.
+#include <filesystem>
 #include <iostream>
+#include <new>
+
+#include <yaml-cpp/yaml.h>
 
 #include "apps/tandem/subcommands.h"
 #include "engine/config/edit_distance.h"
@@ -73,8 +77,27 @@ int run_cli(const std::string& program, const std::vector<std::string>& args) {
   } catch (const ConfigError& e) {
     std::cerr << "tandem " << name << ": error: " << e.what() << "\n";
     return 2;
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     std::cerr << "tandem " << name << ": error: " << e.what() << "\n";
+    return 1;
+  }
+  // Tandem's own errors say what was wrong and what to do; a library's exception that got this
+  // far gets that context here instead of reaching the user as the whole message.
+  catch (const YAML::Exception& e) {
+    std::cerr << "tandem " << name << ": error: a configuration value could not be read as the type its option "
+              << "needs (yaml-cpp: " << e.what() << "); `tandem " << name << " --help` lists each option's type\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tandem " << name << ": error: out of memory: the model, a batch or the data does not fit in this "
+              << "machine's memory; make them smaller (e.g. --model.hidden, --data.batch_size)\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::cerr << "tandem " << name << ": error: a file operation failed: " << e.code().message() << " ("
+              << e.path1().string() << "); check that the path exists and is writable\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tandem " << name << ": error: unexpected failure (" << e.what()
+              << "); this is a bug in Tandem, please report it with the command line\n";
     return 1;
   }
 }

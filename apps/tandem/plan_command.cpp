@@ -23,7 +23,11 @@ std::string registry_listing(const std::vector<Entry>& entries) {
   return out;
 }
 
-std::string plan_help() {
+// The trainer options with the defaults `tandem fit` runs with (the run schema's, e.g.
+// max_epochs 10), so both helps show the same values.
+std::string plan_help(const ConfigSchema& run_schema) {
+  ConfigSchema trainer_only;
+  trainer_only.add_section(*run_schema.section("trainer"));
   return "usage: tandem plan [--config run.yaml] [--trainer.KEY=VALUE ...] [--plugin=lib.so] "
                "[--print_config]\n\n"
                "Resolves accelerator, devices, strategy, num_nodes and precision as `tandem fit` "
@@ -35,7 +39,7 @@ std::string plan_help() {
                "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators()\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
                "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
-         make_trainer_schema().help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +
+         trainer_only.help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +
          registry_listing(accelerator_registry().entries()) + "registered strategies (and auto):\n" +
          registry_listing(strategy_registry().entries());
 }
@@ -44,7 +48,7 @@ std::string plan_help() {
 
 int run_plan(const std::vector<std::string>& args) {
   // fit's schema, so a fit command line or a run's saved config.yaml plans as it is.
-  const std::optional<ParsedRun> run = parse_run(args, {}, [](const ConfigSchema&) { return plan_help(); });
+  const std::optional<ParsedRun> run = parse_run(args, {}, [](const ConfigSchema& schema) { return plan_help(schema); });
   if (!run) return 0;
   // The command a launcher would run in every process: this program with the same flags, under `fit`.
   std::string program = shell_quote(invoked_program()) + " fit";

@@ -18,6 +18,13 @@ ConfigSchema make_run_schema() {
                                 "seed of parameter init and dropout (the Philox stream); the data split and "
                                 "shuffle use --data.seed");
   seed.nullable = true;
+  seed.validate = [](const YAML::Node& value, const std::string& key) {
+    uint64_t parsed = 0;
+    if (!YAML::convert<uint64_t>::decode(value, parsed)) {
+      throw ConfigError("--" + key + "=" + value.Scalar() + " is not valid: expected an integer from 0 to " +
+                        std::to_string(UINT64_MAX) + ", or null for the default stream");
+    }
+  };
   schema.add_option(seed);
   OptionSpec ckpt = make_option("ckpt_path", ValueKind::String, YAML::Node(YAML::NodeType::Null),
                                 "checkpoint to start from: a .safetensors path, \"last\" or \"best\" (fit: resume)");

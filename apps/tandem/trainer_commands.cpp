@@ -4,7 +4,6 @@
 // the stage. Configuration problems surface as ConfigError (exit 2) before any data is read;
 // missing data, unreadable checkpoints and failures while training are runtime errors (exit 1).
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "apps/tandem/run_config.h"
@@ -13,6 +12,7 @@
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
+#include "engine/io/atomic_file.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/mpirun_launcher.h"
 #include "engine/tensor/generator.h"
@@ -34,14 +34,24 @@ std::string ckpt_path_of(const YAML::Node& config) {
 }
 
 // LightningCLI's SaveConfigCallback: the resolved config next to the run's logs, so
-// `tandem test --config <log_dir>/config.yaml --ckpt_path=...` rebuilds the same model.
-void save_config(const YAML::Node& config, const std::string& log_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (log_dir.empty() || !fs::is_directory(log_dir, ec)) return;
-  std::ofstream out(fs::path(log_dir) / "config.yaml");
-  out << config_to_yaml(config);
-}
+// `tandem test --config <log_dir>/config.yaml --ckpt_path=...` rebuilds the same model. Written
+// when fit sets up (rank 0), so a run that is interrupted or fails still has it.
+class SaveConfigCallback : public trainer::Callback {
+ public:
+  explicit SaveConfigCallback(YAML::Node config) : config_(std::move(config)) {}
+  std::string name() const override { return "SaveConfigCallback"; }
+  void setup(trainer::Trainer& trainer, trainer::LightningModule&, const std::string& stage) override {
+    if (stage != "fit" || !trainer.is_global_zero()) return;
+    const std::filesystem::path dir = trainer.log_dir();  // default_root_dir without a logger (fast_dev_run)
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw DataError("cannot save config.yaml: creating " + dir.string() + " failed: " + ec.message());
+    io::write_file_atomically((dir / "config.yaml").string(), config_to_yaml(config_));
+  }
+
+ private:
+  YAML::Node config_;
+};
 
 // index,class for every example predict_step saw (its logits' argmax). Under DDP each rank
 // predicted the examples r, r + W, r + 2W, ... (predict shards without repeats); rank 0
@@ -68,10 +78,14 @@ void write_predictions(trainer::Trainer& trainer, const std::vector<Tensor>& out
     }
   }
   if (!trainer.is_global_zero()) return;
-  std::ofstream out(path);
-  if (!out) throw DataError("cannot write predictions to " + path + "; check that the directory exists and is writable");
-  out << "index,class\n";
-  for (size_t i = 0; i < classes.size(); ++i) out << i << "," << classes[i] << "\n";
+  // The directory is created as fit creates default_root_dir; the file appears whole or not at all.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) throw DataError("cannot write predictions to " + path + ": creating " + parent.string() + " failed: " + ec.message());
+  std::string text = "index,class\n";
+  for (size_t i = 0; i < classes.size(); ++i) text += std::to_string(i) + "," + std::to_string(classes[i]) + "\n";
+  io::write_file_atomically(path, text);
   std::cout << "tandem predict: wrote " << classes.size() << " predictions to " << path << "\n";
 }
 
@@ -103,13 +117,13 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
     argv.insert(argv.end(), args.begin(), args.end());
     relaunch_with_mpirun(plan, argv);
   }
+  if (stage == "fit") trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));
   trainer::Trainer trainer(std::move(trainer_options));
   const std::string ckpt_path = ckpt_path_of(config);
 
   if (stage == "fit") {
     trainer.fit(*model, datamodule, ckpt_path);
     if (trainer.is_global_zero()) {
-      save_config(config, trainer.log_dir());
       std::cout << tandem::trainer::metrics_table("Fit metric", trainer.callback_metrics());
       std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
     }

@@ -101,6 +101,17 @@ int main(int argc, char** argv) {
   AllreducePerfArgs args;
   try {
     args = parse_allreduce_perf_args(argc, argv, {"mpi"});
+    // The peer is the baseline for one type, one op, one sweep: what allreduce_perf adds on top
+    // of that is refused rather than ignored.
+    for (const auto& flag : args.given) {
+      if (flag == "agg_iters" || flag == "run_cycles" || flag == "average" || flag == "timeout")
+        throw tandem::ConfigError("--" + flag + ": the plain-MPI peer does not implement it; run it without");
+    }
+    if (args.datatype == "all" || args.datatype == "half" || args.datatype == "bfloat16")
+      throw tandem::ConfigError("-d " + args.datatype + ": the plain-MPI peer reduces float, double, int32 and int64 "
+                                "only (MPI has no 16-bit float types)");
+    if (args.op == "all") throw tandem::ConfigError("-o all: the plain-MPI peer runs one op; give sum, prod, max, min or avg");
+    perf_sizes(args, args.datatype);
   } catch (const tandem::ConfigError& e) {
     std::fprintf(stderr, "mpi_allreduce_peer: %s\n%s", e.what(), allreduce_perf_usage());
     return 2;
@@ -120,7 +131,7 @@ int main(int argc, char** argv) {
   if (rank == 0) print_perf_header(args, "MPI_Allreduce peer", lines);
   double busbw_sum = 0;
   int64_t wrong_total = 0, results = 0;
-  for (int64_t bytes : perf_sizes(args)) {
+  for (int64_t bytes : perf_sizes(args, args.datatype)) {
     PerfResult oop = run_size(args, bytes, false, rank, n);
     PerfResult ip = run_size(args, bytes, true, rank, n);
     if (rank == 0) print_perf_row(bytes, bytes / perf_dtype_size(args.datatype), args, oop, ip);

@@ -7,6 +7,7 @@
 
 #include "collectives/collective_checks.h"
 #include "collectives/mpi_cuda_aware.h"
+#include "collectives/mpi/half_reduce_ops.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_work.h"
 #include "engine/autograd/grad_mode.h"
@@ -26,12 +27,13 @@ MPI_Datatype mpi_datatype(DType t) {
     case DType::Int32: return MPI_INT32_T;
     case DType::Int64: return MPI_INT64_T;
     case DType::UInt8: case DType::Bool: return MPI_UINT8_T;
-    case DType::Float16: case DType::BFloat16: return MPI_UINT16_T;  // moved as bits, never reduced
+    case DType::Float16: case DType::BFloat16: return MPI_UINT16_T;  // bits; reduced by half_reduce_op
   }
   return MPI_BYTE;
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+MPI_Op mpi_op(ReduceOp op, DType dtype) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return mpi::half_reduce_op(dtype, op);
   switch (op) {
     case ReduceOp::Sum: case ReduceOp::Avg: return MPI_SUM;  // avg divides after the sum
     case ReduceOp::Max: return MPI_MAX;
@@ -198,7 +200,7 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   check_buffer("allreduce", "output", output);
   check_same_dtype("allreduce", input, output);
   check_numel("allreduce", "output", output, input.numel(), "allreduce keeps the element count");
-  check_reducible("allreduce", input.dtype(), /*half_types_ok=*/false, "mpi");
+  check_reducible("allreduce", input.dtype());
   std::string d = describe("allreduce", reduce_op_name(op), input.dtype(), input.numel());
   check_usable(d);
   bool in_place = same_buffer(input, output);
@@ -216,7 +218,8 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   const bool large_in_place = in_place && input.numel() * int64_t(dtype_size(input.dtype())) >= kStagedInPlaceBytes;
   if (large_in_place && same_buffer(in, input)) {
     const int count = mpi_count("allreduce", input.numel());
-    if (auto entry = persistent_.acquire(state_->comm, in.raw_data(), count, mpi_datatype(input.dtype()), mpi_op(op))) {
+    if (auto entry =
+            persistent_.acquire(state_->comm, in.raw_data(), count, mpi_datatype(input.dtype()), mpi_op(op, input.dtype()))) {
       b->tensors = {input};
       state_->tracker->enter_collective();
       const int rc = MPI_Start(&entry->request);
@@ -242,7 +245,7 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.raw_data(), out.raw_data(),
-                          mpi_count("allreduce", input.numel()), mpi_datatype(input.dtype()), mpi_op(op),
+                          mpi_count("allreduce", input.numel()), mpi_datatype(input.dtype()), mpi_op(op, input.dtype()),
                           state_->comm, &req);
   const int n = size();
   return start(std::move(d), true, -1, "MPI_Iallreduce", rc, req, b, [output, out, op, n] {
@@ -259,7 +262,7 @@ WorkHandle MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tens
   check_numel("reduce_scatter", "output", output, chunk_count(n, size(), rank()),
               "rank " + std::to_string(rank()) + "'s chunk of " + std::to_string(n) + " elements over " +
                   std::to_string(size()) + " ranks");
-  check_reducible("reduce_scatter", input.dtype(), false, "mpi");
+  check_reducible("reduce_scatter", input.dtype());
   std::string d = describe("reduce_scatter", reduce_op_name(op), input.dtype(), n);
   check_usable(d);
   auto b = std::make_shared<Buffers>();
@@ -272,7 +275,7 @@ WorkHandle MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tens
   state_->tracker->enter_collective();
   MPI_Request req;
   int rc = MPI_Ireduce_scatter(in.raw_data(), out.raw_data(), b->counts.data(), mpi_datatype(input.dtype()),
-                               mpi_op(op), state_->comm, &req);
+                               mpi_op(op, input.dtype()), state_->comm, &req);
   const int ranks = size();
   return start(std::move(d), true, -1, "MPI_Ireduce_scatter", rc, req, b, [output, out, op, ranks] {
     if (op == ReduceOp::Avg) divide_result(out, ranks);

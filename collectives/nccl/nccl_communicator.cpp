@@ -350,7 +350,7 @@ WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& 
   check_buffer("allreduce", "output", output);
   check_same_dtype("allreduce", input, output);
   check_numel("allreduce", "output", output, input.numel(), "the same number of elements as the input");
-  check_reducible("allreduce", input.dtype(), true, "nccl");
+  check_reducible("allreduce", input.dtype());
   state_->check_device("allreduce", input);
   state_->check_device("allreduce", output);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
@@ -367,7 +367,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   check_same_dtype("reduce_scatter", input, output);
   const int64_t n = input.numel();
   check_numel("reduce_scatter", "output", output, chunk_count(n, size(), rank()), "this rank's chunk of the input");
-  check_reducible("reduce_scatter", input.dtype(), true, "nccl");
+  check_reducible("reduce_scatter", input.dtype());
   state_->check_device("reduce_scatter", input);
   state_->check_device("reduce_scatter", output);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued

@@ -1,5 +1,6 @@
 #include "engine/config/config_args.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "engine/accelerators/named_registry.h"
@@ -84,6 +85,11 @@ YAML::Node get_config_value(const YAML::Node& config, const std::string& key) {
 }
 
 void merge_config_file(const ConfigSchema& schema, const std::string& path, YAML::Node& config) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError("--config " + path + " is a directory; give a YAML file, e.g. " +
+                      (std::filesystem::path(path) / "config.yaml").string());
+  }
   std::ifstream in(path);
   if (!in) throw ConfigError("--config " + path + ": cannot open the file; check the path");
   YAML::Node file;
@@ -93,9 +99,15 @@ void merge_config_file(const ConfigSchema& schema, const std::string& path, YAML
     throw ConfigError("--config " + path + ": not valid YAML at line " + std::to_string(e.mark.line + 1) +
                       ": " + e.msg);
   }
-  if (!file || file.IsNull()) return;  // an empty file changes nothing
+  // An empty file is refused rather than read as "no changes": it is what a config.yaml written
+  // on a full disk used to look like, and running the defaults instead would go unnoticed.
+  if (!file || file.IsNull()) {
+    throw ConfigError("--config " + path + " is empty; a config file holds a mapping like 'trainer: {max_epochs: 5}' "
+                      "(`tandem fit --print_config` writes a complete one)");
+  }
   if (!file.IsMap()) {
-    throw ConfigError("--config " + path + ": the top level must be a mapping like 'trainer: {devices: 2}'");
+    throw ConfigError("--config " + path + ": the top level must be a mapping like 'trainer: {devices: 2}', got " +
+                      (file.IsSequence() ? std::string("a list") : "the value '" + yaml_to_text(file) + "'"));
   }
   for (const auto& entry : file) {
     const std::string key = entry.first.as<std::string>();

@@ -162,12 +162,15 @@ SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& o
     } else {
       const bool by_step = choice.interval == "step";
       const int64_t length = by_step ? run.max_steps : run.max_epochs;
-      if (length < 1) {
+      if (length == 0) {
+        t_max = 1;  // max_epochs=0 (or max_steps=0): fit stops before any step, the schedule is never used
+      } else if (length < 1) {
         throw ConfigError(std::string("--lr_scheduler.T_max is null, which means the whole run, but the run has no ") +
                           (by_step ? "max_steps (interval step counts optimizer steps)" : "max_epochs limit") +
                           "; give --lr_scheduler.T_max=N or set --trainer." + (by_step ? "max_steps" : "max_epochs"));
+      } else {
+        t_max = std::max<int64_t>(1, length / choice.frequency);
       }
-      t_max = std::max<int64_t>(1, length / choice.frequency);
     }
     choice.scheduler = std::make_shared<optim::CosineAnnealingLR>(optimizer, t_max, num(section, "eta_min"));
   } else if (name == "LinearLR") {

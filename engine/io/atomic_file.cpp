@@ -104,4 +104,44 @@ void AtomicFileWriter::commit() {
   fsync_directory(parent_directory(path_), path_);
 }
 
+void write_file_atomically(const std::string& path, const std::string& content) {
+  AtomicFileWriter out(path);
+  out.write(content.data(), content.size());
+  out.commit();
+}
+
+void append_to_file(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw DataError("cannot write '" + path + "': " + errno_text(err) + "; check that the directory '" +
+                    parent_directory(path) + "' exists and is writable");
+  }
+  struct stat before {};
+  const off_t old_size = ::fstat(fd, &before) == 0 ? before.st_size : -1;
+  const char* p = content.data();
+  size_t left = content.size();
+  int err = 0;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (err != 0) {
+    const bool restored = old_size >= 0 && ::ftruncate(fd, old_size) == 0;
+    ::close(fd);
+    throw DataError("cannot append to '" + path + "': " + errno_text(err) +
+                    (restored ? "; the file was cut back to what it held before" : "; its last line may be partial"));
+  }
+  if (::close(fd) != 0) {
+    err = errno;
+    throw DataError("cannot append to '" + path + "': closing it failed: " + errno_text(err));
+  }
+}
+
 }  // namespace tandem::io

@@ -43,4 +43,12 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// The whole of `content` as the file at `path`, through an AtomicFileWriter.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+// Appends `content` to `path` (created when missing) for logs that grow by a line at a time
+// (metrics.csv). Not atomic, but a failed or short write throws DataError with the system's
+// reason and cuts the file back to its old length, so the file never ends in a torn line.
+void append_to_file(const std::string& path, const std::string& content);
+
 }  // namespace tandem::io

@@ -18,7 +18,12 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
 void LRScheduler::start() { step(); }
 
 void LRScheduler::step() {
-  ++last_epoch_;
+  resume_at(last_epoch_ + 1);
+}
+
+void LRScheduler::resume_at(int64_t epoch) {
+  if (epoch < 0) throw ValueError(name() + ": cannot resume at step " + std::to_string(epoch) + "; expected >= 0");
+  last_epoch_ = epoch;
   auto& groups = optimizer_.param_groups();
   if (groups.size() != base_lrs_.size())
     throw ValueError(name() + ": the optimizer has " + std::to_string(groups.size()) + " parameter groups but the "

@@ -39,6 +39,10 @@ class LRScheduler {
   // Restores last_epoch, base_lrs and the last rates (the optimizer's own state dict
   // restores the lr in its groups).
   virtual void load_state_dict(const nlohmann::json& state);
+  // Continues this schedule from step `epoch` (>= 0) and writes each group's lr for it: how a
+  // resumed run whose schedule differs from its checkpoint's (a longer T_max after raising
+  // max_epochs) keeps its position but follows its own schedule.
+  void resume_at(int64_t epoch);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);

@@ -5,6 +5,9 @@
 //   epoch, global_step            current_epoch and optimizer steps when it was written
 //   loops.fit                     batch_in_epoch, total_batch_idx, epoch_finished: where the
 //                                 fit loop stood (a mid-epoch save resumes at the next batch)
+//   optimizer_class,              the classes that wrote the optimizer and scheduler state: a
+//   lr_scheduler_class            resume with another optimizer is refused, another schedule
+//                                 is followed from the saved position
 //   generator {seed, offset}      the Philox stream (dropout, init): restoring it makes the
 //                                 resumed run draw the same masks as the uninterrupted one
 //   callbacks {state_key: state}  ModelCheckpoint, EarlyStopping, ...
@@ -40,6 +43,8 @@ nlohmann::json Trainer::dump_trainer_state() {
                        {"total_batch_idx", progress_.total_batch_idx},
                        {"epoch_finished", progress_.epoch_finished},
                        {"num_training_batches", num_training_batches_}};
+  if (optimizer_config_.optimizer) s["optimizer_class"] = optimizer_config_.optimizer->name();
+  if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
   const Generator& g = default_generator();
   s["generator"] = {{"seed", g.seed}, {"offset", g.offset}};
   if (grad_scaler_) s["grad_scaler"] = grad_scaler_->state_dict();
@@ -87,8 +92,90 @@ void Trainer::restore_weights(const std::string& path) {
   }
 }
 
+namespace {
+
+std::vector<double> group_lrs(const optim::Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (const auto& group : optimizer.param_groups()) lrs.push_back(group.lr());
+  return lrs;
+}
+
+std::string lrs_text(const std::vector<double>& lrs) {
+  std::string out;
+  for (double lr : lrs) out += (out.empty() ? "" : ", ") + optim::format_number(lr);
+  return out;
+}
+
+// A scheduler state without its position: what makes two schedules the same schedule.
+nlohmann::json schedule_settings(nlohmann::json state) {
+  if (!state.is_object()) return state;
+  for (const char* key : {"last_epoch", "base_lrs", "_last_lr"}) state.erase(key);
+  if (state.contains("_schedulers")) {
+    for (auto& sub : state["_schedulers"]) sub = schedule_settings(sub);
+  }
+  return state;
+}
+
+// Another optimizer's state would be loaded into this one key by key (Adam's and AdamW's are
+// indistinguishable that way) and the run would continue on a mix: refused.
+void refuse_other_optimizer(const std::string& path, const nlohmann::json& trainer_state, const optim::Optimizer& now) {
+  const std::string saved = trainer_state.value("optimizer_class", "");
+  if (saved.empty() || saved == now.name()) return;
+  throw ConfigError("cannot resume fit from " + path + ": its optimizer state was written by " + saved +
+                    ", but this run configures " + now.name() + "; resume with --optimizer=" + saved +
+                    " (and its settings), or start a new run without --ckpt_path to train with " + now.name());
+}
+
+// The scheduler's position comes from the checkpoint; the schedule itself from this run when
+// they differ (a run fitted for 1 epoch with the default cosine ended at lr 0; extended to 3
+// epochs it must continue on the 3-epoch cosine, not train the new epochs at lr 0).
+void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, const std::vector<double>& configured_lrs,
+                      bool is_global_zero) {
+  optim::Optimizer& optimizer = *config.optimizer;
+  const nlohmann::json& s = ckpt.trainer_state;
+  const bool saved_has_schedule = ckpt.scheduler.is_object();
+  optim::LRScheduler* sched = config.scheduler.get();
+  if (!sched) {
+    if (!saved_has_schedule) return;
+    // The checkpoint's scheduler left its last rate in the groups; this run asked for a constant one.
+    for (size_t i = 0; i < optimizer.param_groups().size() && i < configured_lrs.size(); ++i) {
+      optimizer.param_groups()[i].set_lr(configured_lrs[i]);
+    }
+    if (is_global_zero) {
+      std::printf("note: the checkpoint was trained with a learning-rate scheduler and this run has none; training "
+                  "continues at the configured constant lr %s\n", lrs_text(configured_lrs).c_str());
+    }
+    return;
+  }
+  if (!saved_has_schedule) {
+    sched->resume_at(sched->last_epoch());  // a new scheduler: its step 0 rate, which the loaded groups overwrote
+    return;
+  }
+  const std::string saved_class = s.value("lr_scheduler_class", sched->name());
+  if (saved_class == sched->name() && schedule_settings(ckpt.scheduler) == schedule_settings(sched->state_dict())) {
+    sched->load_state_dict(ckpt.scheduler);
+    return;
+  }
+  const int64_t position = ckpt.scheduler.at("last_epoch").get<int64_t>();
+  const std::vector<double> saved_lrs = group_lrs(optimizer);
+  sched->resume_at(position);
+  if (is_global_zero) {
+    std::printf("note: this run's learning-rate schedule (%s %s) differs from the checkpoint's (%s %s); it continues "
+                "from the checkpoint's scheduler step %lld on this run's schedule: lr %s (the checkpoint's schedule "
+                "was at %s)\n",
+                sched->name().c_str(), schedule_settings(sched->state_dict()).dump().c_str(), saved_class.c_str(),
+                schedule_settings(ckpt.scheduler).dump().c_str(), static_cast<long long>(position),
+                lrs_text(sched->get_last_lr()).c_str(), lrs_text(saved_lrs).c_str());
+  }
+}
+
+}  // namespace
+
 void Trainer::restore_fit_state(const std::string& path) {
   const Checkpoint ckpt = load_checkpoint(path);
+  if (ckpt.trainer_state.is_object() && ckpt.optimizer) {
+    refuse_other_optimizer(path, ckpt.trainer_state, *optimizer_config_.optimizer);
+  }
   module_->load_state_dict(ckpt.model);
   const nlohmann::json& s = ckpt.trainer_state;
   if (!s.is_object()) {
@@ -97,9 +184,10 @@ void Trainer::restore_fit_state(const std::string& path) {
   }
   try {
     if (ckpt.optimizer) {
+      const std::vector<double> configured_lrs = group_lrs(*optimizer_config_.optimizer);
       optimizer_config_.optimizer->load_state_dict(*ckpt.optimizer);
+      restore_schedule(ckpt, optimizer_config_, configured_lrs, is_global_zero());
     }
-    if (optimizer_config_.scheduler && !ckpt.scheduler.is_null()) optimizer_config_.scheduler->load_state_dict(ckpt.scheduler);
 
     const nlohmann::json& fit = s.at("loops").at("fit");
     const int64_t epoch = s.at("epoch").get<int64_t>();

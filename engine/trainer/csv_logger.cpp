@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -108,36 +108,29 @@ void CSVLogger::log_metrics(const std::map<std::string, double>& metrics, int64_
   else append_row(rows_.size() - 1);
 }
 
-void CSVLogger::write_all() {
-  const std::string path = metrics_path();
-  std::ofstream f(path, std::ios::trunc);
-  if (!f) throw DataError("cannot write " + path + "; check that the log directory is writable");
-  f << "step,epoch";
-  for (const auto& name : metric_names_) f << ',' << name;
-  f << '\n';
-  f.close();
-  for (size_t i = 0; i < rows_.size(); ++i) append_row(i);
+std::string CSVLogger::row_text(size_t index) const {
+  const Row& row = rows_[index];
+  std::string line = std::to_string(row.step) + ',';
+  if (auto e = row.values.find("epoch"); e != row.values.end()) line += std::to_string(static_cast<int64_t>(e->second));
+  for (const auto& name : metric_names_) {
+    line += ',';
+    if (auto it = row.values.find(name); it != row.values.end()) line += format_value(it->second);
+  }
+  return line + '\n';
 }
 
-void CSVLogger::append_row(size_t index) {
-  const std::string path = metrics_path();
-  std::ofstream f(path, std::ios::app);
-  if (!f) throw DataError("cannot append to " + path + "; check that the log directory is writable");
-  const Row& row = rows_[index];
-  f << row.step << ',';
-  if (auto e = row.values.find("epoch"); e != row.values.end()) f << static_cast<int64_t>(e->second);
-  for (const auto& name : metric_names_) {
-    f << ',';
-    if (auto it = row.values.find(name); it != row.values.end()) f << format_value(it->second);
-  }
-  f << '\n';
+void CSVLogger::write_all() {
+  std::string text = "step,epoch";
+  for (const auto& name : metric_names_) text += ',' + name;
+  text += '\n';
+  for (size_t i = 0; i < rows_.size(); ++i) text += row_text(i);
+  io::write_file_atomically(metrics_path(), text);
 }
+
+void CSVLogger::append_row(size_t index) { io::append_to_file(metrics_path(), row_text(index)); }
 
 void CSVLogger::log_hyperparams(const nlohmann::json& hparams) {
-  const std::string path = hparams_path();
-  std::ofstream f(path, std::ios::trunc);
-  if (!f) throw DataError("cannot write " + path + "; check that the log directory is writable");
-  f << json_to_yaml(hparams);
+  io::write_file_atomically(hparams_path(), json_to_yaml(hparams));
 }
 
 }  // namespace tandem::trainer

@@ -42,8 +42,11 @@ class CSVLogger {
   void log_hyperparams(const nlohmann::json& hparams);
 
  private:
+  // metrics.csv is rewritten whole (atomically) when a column appears, else grows by a row;
+  // a failed write is a DataError either way.
   void write_all();
   void append_row(size_t row);
+  std::string row_text(size_t row) const;
 
   std::string root_dir_, name_;
   std::optional<int> version_;

@@ -2,10 +2,12 @@
 // batches through the strategy, metrics aggregated per epoch. During fit, validation returns
 // the module to train mode afterwards.
 #include <cmath>
+#include <cstdio>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
+#include "engine/data/distributed_sampler.h"
 #include "engine/ops/autocast.h"
 #include "engine/trainer/trainer.h"
 
@@ -39,8 +41,30 @@ void Trainer::run_sanity_check(data::DataLoader* val_loader) {
   stage_ = RunningStage::Train;
 }
 
+namespace {
+
+// Lightning warns that validate/test on several devices evaluates some samples twice (the
+// DistributedSampler pads every rank to the same length); this says when and how many.
+void warn_about_padding(const data::DataLoader& loader, const char* stage, int world) {
+  const auto* sampler = dynamic_cast<const data::DistributedSampler*>(&loader.sampler());
+  if (!sampler || !sampler->options().pad) return;
+  const int64_t n = sampler->dataset_size(), padded = sampler->size() * world;
+  if (padded == n) return;
+  std::fprintf(stderr,
+               "Tandem: warning: %s on %d processes pads the %lld examples to %lld so that every process gets the "
+               "same number of batches: %lld of them are evaluated twice and counted twice in the %s metrics. "
+               "Run %s with --trainer.devices=1 --trainer.num_nodes=1 to evaluate each example exactly once.\n",
+               stage, world, static_cast<long long>(n), static_cast<long long>(padded),
+               static_cast<long long>(padded - n), stage, stage);
+}
+
+}  // namespace
+
 Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& loader, int64_t num_batches) {
   const bool is_test = stage == RunningStage::Test;
+  if (!fitting_ && world_size() > 1 && is_global_zero() && (is_test || stage == RunningStage::Validate)) {
+    warn_about_padding(loader, is_test ? "test" : "validate", world_size());
+  }
   const RunningStage results = is_test ? RunningStage::Test : RunningStage::Validate;
   const RunningStage outer_stage = stage_;
   stage_ = stage;

@@ -70,7 +70,23 @@ void Trainer::run_fit() {
   stage_ = RunningStage::Train;
   for_each_callback([&](Callback& cb) { cb.on_train_start(*this, *module_); });
   module_->on_train_start();
-  if (num_training_batches_ == 0) should_stop = true;  // nothing to train on (limit_train_batches=0)
+  // A fit that will train nothing says why (Lightning's "`Trainer.fit` stopped: ..." lines).
+  if (num_training_batches_ == 0) {
+    should_stop = true;
+    if (is_global_zero()) {
+      std::printf("Tandem: `fit` stopped: no training batches (limit_train_batches leaves 0 of the %lld); nothing "
+                  "was trained\n", static_cast<long long>(train_loader->num_batches()));
+    }
+  } else if (done_fitting() && is_global_zero()) {
+    if (max_steps_reached()) {
+      std::printf("Tandem: `fit` stopped: `max_steps=%lld` reached before any training (the run is at global step "
+                  "%lld); nothing was trained\n", static_cast<long long>(options_.max_steps),
+                  static_cast<long long>(progress_.global_step));
+    } else {
+      std::printf("Tandem: `fit` stopped: `max_epochs=%lld` reached before any training (the run is at epoch %lld); "
+                  "nothing was trained\n", static_cast<long long>(max_epochs_), static_cast<long long>(progress_.epoch));
+    }
+  }
   while (!done_fitting()) {
     run_train_epoch(*train_loader, val_loader.get());
     // current_epoch counts epochs run, also one cut short by max_steps or should_stop

@@ -3,10 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/strided_cpu.h"
 
@@ -46,7 +46,11 @@ class HostBlockCache {
     if (!p) {
       release_all();  // retry once with the cache emptied
       p = std::aligned_alloc(64, size);
-      if (!p) throw std::bad_alloc();
+      if (!p) {
+        throw DeviceError("out of host memory: cannot allocate " + std::to_string(size) + " bytes (" +
+                          std::to_string(size >> 20) + " MiB) for a tensor on the CPU; make the model or the batch "
+                          "smaller, or free memory");
+      }
     }
     return p;
   }

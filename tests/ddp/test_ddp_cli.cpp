@@ -3,7 +3,8 @@
 //     mpirun, trains, and leaves ONE version directory (rank 0's) with metrics and a checkpoint;
 //   - that checkpoint resumes at world size 3 and evaluates at world size 1, 2 and 3 with the
 //     same test metrics (a test set that divides by every world size: no padding duplicates);
-//   - `tandem predict` at 3 ranks writes the same predictions file as one process.
+//   - `tandem predict` at 3 ranks writes the same predictions file as one process; `tandem test`
+//     at 3 ranks on a test set that does not divide warns that padding counts examples twice.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -121,6 +122,7 @@ TEST_F(DDPCli, CheckpointsResumeAndEvaluateAtOtherWorldSizes) {
     const CliRun test = run(w == 1 ? "" : mpirun(w), "test " + common + " --trainer.devices=" + std::to_string(w) +
                                                       " --ckpt_path=" + ckpt.string(), dir);
     ASSERT_EQ(test.exit_code, 0) << test.output;
+    EXPECT_FALSE(test.has("evaluated twice")) << test.output;  // nothing padded, nothing to warn about
     acc[w - 1] = table_value(test.output, "test_acc");
     loss[w - 1] = table_value(test.output, "test_loss");
     ASSERT_FALSE(std::isnan(acc[w - 1])) << test.output;
@@ -150,6 +152,14 @@ TEST_F(DDPCli, PredictAtThreeRanksWritesTheSameFileAsOneProcess) {
   const std::string a = read_file(dir / "one.csv"), b = read_file(dir / "three.csv");
   EXPECT_EQ(std::count(a.begin(), a.end(), '\n'), 59);  // header + 58
   EXPECT_EQ(a, b);
+
+  // test, unlike predict, pads the shards to the same length (the collective reductions need
+  // it), so 2 of the 58 examples count twice; as Lightning does, it says so.
+  const CliRun test = run(mpirun(3), "test " + common + data58 + " --trainer.devices=3 --ckpt_path=" + ckpt, dir);
+  ASSERT_EQ(test.exit_code, 0) << test.output;
+  EXPECT_TRUE(test.has("Tandem: warning: test on 3 processes pads the 58 examples to 60 so that every process gets "
+                       "the same number of batches: 2 of them are evaluated twice")) << test.output;
+  EXPECT_TRUE(test.has("--trainer.devices=1 --trainer.num_nodes=1")) << test.output;
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+# `cmake --install <build> --prefix P` installs the library, its headers, the `tandem` program
+# and a CMake package, so a host project writes
+#   find_package(tandem 0.1 REQUIRED)
+#   target_link_libraries(app PRIVATE tandem::tandem)
+# and gets the same include paths, definitions and link dependencies as the in-tree targets.
+#
+#   P/lib/libtandem.a
+#   P/include/tandem/{engine,kernels,collectives,models}/...   #include "engine/nn/nn.h"
+#   P/bin/tandem
+#   P/lib/cmake/tandem/{tandemConfig,tandemConfigVersion,tandemTargets}.cmake
+#
+# The headers go under include/tandem/ rather than include/: their top-level folders (engine,
+# kernels, models) are generic names that would collide with other packages in a shared prefix.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(TANDEM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tandem)
+target_include_directories(tandem PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tandem>)
+target_compile_features(tandem INTERFACE cxx_std_20)  # the headers are C++20
+
+# In the build tree the CPU kernels and their users compile with -march=native. A consumer of
+# the installed library must compile for the instruction set the library was built for (Eigen's
+# alignment of vectorized types must agree on both sides), not for whatever machine builds the
+# consumer, so the package exports the CPU that "native" resolved to here, as GCC reports it
+# (-Q --help=target). Other compilers do not say (Clang's driver passes "native" on as a generic
+# CPU plus a feature list): their packages leave the consumers' -march alone, with a warning.
+if(TANDEM_NATIVE_ARCH)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -march=native -Q --help=target
+                  OUTPUT_VARIABLE _tandem_gcc ERROR_QUIET RESULT_VARIABLE _tandem_gcc_rc)
+  if(_tandem_gcc_rc EQUAL 0 AND _tandem_gcc MATCHES "\n[ \t]*-march=[ \t]*([A-Za-z0-9_.-]+)")
+    set(TANDEM_EXPORTED_MARCH ${CMAKE_MATCH_1})
+  endif()
+  if(TANDEM_EXPORTED_MARCH)
+    target_compile_options(tandem INTERFACE
+                           $<INSTALL_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-march=${TANDEM_EXPORTED_MARCH}>>)
+    message(STATUS "Tandem: the installed package compiles consumers with -march=${TANDEM_EXPORTED_MARCH}")
+  else()
+    message(WARNING "Tandem: ${CMAKE_CXX_COMPILER} does not say which CPU -march=native means, so the installed "
+                    "package leaves its consumers' -march alone; configure with -DTANDEM_NATIVE_ARCH=OFF for a "
+                    "library that runs on any x86-64 machine")
+  endif()
+endif()
+
+install(TARGETS tandem EXPORT tandemTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(dir engine kernels collectives models)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+endforeach()
+install(EXPORT tandemTargets NAMESPACE tandem:: DESTINATION ${TANDEM_INSTALL_CMAKEDIR})
+
+# What tandemConfig.cmake finds again before it loads the targets: the packages whose targets
+# tandem::tandem links, with this build's choices (MPI, CUDA) baked in.
+if(TANDEM_WITH_CUDA)
+  get_filename_component(TANDEM_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+endif()
+set(TANDEM_CUDNN_FILES)
+set(TANDEM_NCCL_FILES)
+if(TANDEM_WITH_CUDNN)
+  set(TANDEM_CUDNN_FILES "${CUDNN_INCLUDE_DIR};${CUDNN_LIBRARY}")
+endif()
+if(TANDEM_WITH_NCCL)
+  set(TANDEM_NCCL_FILES "${NCCL_INCLUDE_DIR};${NCCL_LIBRARY}")
+endif()
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/tandemConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/tandemConfig.cmake
+                              INSTALL_DESTINATION ${TANDEM_INSTALL_CMAKEDIR})
+# 0.x: a minor version may break the API, so find_package(tandem 0.1) accepts 0.1.* only.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/tandemConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/tandemConfig.cmake ${PROJECT_BINARY_DIR}/tandemConfigVersion.cmake
+        DESTINATION ${TANDEM_INSTALL_CMAKEDIR})

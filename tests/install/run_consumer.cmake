@@ -1,0 +1,54 @@
+# The install test (ctest install_consumer): `cmake --install` the build into a fresh prefix,
+# then configure, build and run tests/install/consumer against that prefix alone, as a host
+# project would. Also checks that the package refuses a version it does not provide and that
+# nothing it exports points back into the source or build tree.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... -P run_consumer.cmake
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_consumer.cmake needs -D${var}=...")
+  endif()
+endforeach()
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (exit ${rc}):\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(file lib/cmake/tandem/tandemConfig.cmake lib/cmake/tandem/tandemConfigVersion.cmake
+             lib/cmake/tandem/tandemTargets.cmake include/tandem/engine/nn/nn.h bin/tandem)
+  if(NOT EXISTS ${prefix}/${file})
+    message(FATAL_ERROR "cmake --install did not install ${file} under ${prefix}")
+  endif()
+endforeach()
+file(GLOB exported ${prefix}/lib/cmake/tandem/*.cmake)
+foreach(file ${exported})
+  file(READ ${file} text)
+  foreach(tree ${SOURCE_DIR} ${BUILD_DIR})
+    string(FIND "${text}" "${tree}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${file} refers to ${tree}; the installed package must not depend on the build")
+    endif()
+  endforeach()
+endforeach()
+
+set(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -G ${GENERATOR}
+              -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release)
+# The version file: 0.1 is provided, 0.2 is not (0.x minor versions may break the API).
+execute_process(COMMAND ${configure} -B ${WORK_DIR}/wrong_version -DTANDEM_REQUESTED_VERSION=0.2
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "tandem")
+  message(FATAL_ERROR "find_package(tandem 0.2) should fail against 0.1, but configure gave exit ${rc}:\n${err}")
+endif()
+run("configuring the consumer" ${configure} -B ${WORK_DIR}/build)
+run("building the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run("running the consumer" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 ${WORK_DIR}/build/consumer)
+message(STATUS "${last_output}")
+if(NOT last_output MATCHES "consumer: loss decreased")
+  message(FATAL_ERROR "the consumer ran but did not report a decreasing loss:\n${last_output}")
+endif()
