@@ -6,7 +6,7 @@
 #   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config
+packages=(build-essential cmake ninja-build pkg-config ccache
           libeigen3-dev libgtest-dev libgmock-dev
           nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev
           libopenmpi-dev openmpi-bin)

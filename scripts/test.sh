@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs ctest (GPU tests skip
-# themselves without a GPU; multi-rank tests run under mpirun).
+# The whole test suite: installs what is missing, then
+#   1. builds the CUDA emulation build (build-emu/, -DTANDEM_CUDA=EMULATE) and runs every test
+#      in it: the CPU suite, and the `gpu` tests on emulated GPUs (our CUDA kernels executing on
+#      the CPU, kernels/cuda/emulation); `gpu-only` tests (CUDA graphs, 8 GiB tensors) skip;
+#   2. where nvcc is installed, also compiles the real CUDA backend (build/, target tandem),
+#      since the emulator does not run nvcc and cannot catch nvcc-only errors.
+# Multi-rank tests run under mpirun. On a GPU machine, scripts/gpu_run.sh runs the real suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu}
+TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  BUILD_DIR=${TANDEM_BUILD_DIR:-build}
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD_DIR" -j "${TANDEM_JOBS:-$(nproc)}" --target tandem
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ctest --test-dir "${TANDEM_BUILD_DIR:-build}" -j "$(nproc)" --output-on-failure
+ctest --test-dir "$EMU_BUILD_DIR" -j "$(nproc)" --output-on-failure

@@ -90,10 +90,21 @@ struct Runner {
   void* ctx = nullptr;
   int threads = 0, barrier_arrived = 0, exited = 0;
   bool running = false;
-  // Sync addresses for ThreadSanitizer: fresh per block (freed memory drops TSan's sync state),
-  // so one block's barriers never order another block's accesses.
-  std::unique_ptr<char[]> sync;
+  // Sync addresses for ThreadSanitizer: [0] the block barrier, [1 + w] warp w's collectives.
+  // Blocks are also ordered one after another (the scheduler acquires launch_end, which every
+  // exiting thread releases, and releases launch_start, which every starting thread acquires,
+  // between two blocks), because they reuse the same
+  // `__shared__` storage here; so TSan reports races within a block (a missing __syncthreads or
+  // __syncwarp), not between blocks of one launch. Raw memory: the scheduler's accesses must stay
+  // in its untracked functions.
+  char* sync = nullptr;
   char launch_start = 0, launch_end = 0;
+
+  // Lane slot t keeps its fiber context (and TSan fiber) from block to block and launch to launch.
+  ~Runner() {
+    for (Lane& lane : lanes) fiber_release(lane.fiber);
+    delete[] sync;
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
     const std::string where = std::string("block (") + std::to_string(block.block_idx.x) + "," +
@@ -112,12 +123,11 @@ Runner& runner() {
   return *t_runner;
 }
 
-void lane_entry(void* arg) {
+TANDEM_EMU_UNTRACKED void lane_entry(void* arg) {
   Lane& lane = *static_cast<Lane*>(arg);
   Runner& r = *t_runner;
-  tsan_acquire(&r.launch_start);
+  tsan_acquire(&r.launch_start);  // after the host's work and the blocks before this one
   r.body(r.ctx);
-  tsan_release(&r.launch_end);
   lane.status = LaneStatus::Exited;
   ++r.exited;
   Warp& w = r.warps[size_t(lane.warp)];
@@ -127,12 +137,13 @@ void lane_entry(void* arg) {
     r.fail("thread " + std::to_string(lane.warp * 32 + lane.lane) + " (warp " + std::to_string(lane.warp) +
            ", lane " + std::to_string(lane.lane) + ") exited while lanes " + hex(w.arrived) + " wait for it in " +
            op_name(w.op) + " with mask " + hex(w.mask));
+  tsan_release(&r.launch_end);
   fiber_switch(lane.fiber, r.scheduler, /*from_finished=*/true);
 }
 
-void yield_to_scheduler(Runner& r, Lane& lane) { fiber_switch(lane.fiber, r.scheduler); }
+TANDEM_EMU_UNTRACKED void yield_to_scheduler(Runner& r, Lane& lane) { fiber_switch(lane.fiber, r.scheduler); }
 
-[[noreturn]] void diagnose_stall(Runner& r) {
+TANDEM_EMU_UNTRACKED [[noreturn]] void diagnose_stall(Runner& r) {
   int at_barrier = 0;
   for (int i = 0; i < r.threads; ++i) at_barrier += r.lanes[size_t(i)].status == LaneStatus::AtBarrier;
   std::string why;
@@ -155,11 +166,10 @@ void yield_to_scheduler(Runner& r, Lane& lane) { fiber_switch(lane.fiber, r.sche
   r.fail("no thread can continue: " + why);
 }
 
-void run_block(Runner& r) {
+TANDEM_EMU_UNTRACKED void run_block(Runner& r) {
   const int n = r.threads;
   r.barrier_arrived = 0;
   r.exited = 0;
-  r.sync.reset(new char[r.warps.size() + 1]);
   for (size_t w = 0; w < r.warps.size(); ++w) {
     const int lanes = std::min(32, n - int(w) * 32);
     r.warps[w] = Warp{};
@@ -186,13 +196,12 @@ void run_block(Runner& r) {
     }
     if (!progressed) diagnose_stall(r);
   }
-  for (int t = 0; t < n; ++t) fiber_release(r.lanes[size_t(t)].fiber);
   r.current = nullptr;
   t_thread = nullptr;
 }
 
 // The result lane `l` of a completed collective receives.
-uint64_t collective_result(const Runner& r, const Warp& w, size_t warp, const Lane& me) {
+TANDEM_EMU_UNTRACKED uint64_t collective_result(const Runner& r, const Warp& w, size_t warp, const Lane& me) {
   const Lane* lanes = &r.lanes[warp * 32];
   auto value_of = [&](int src) -> uint64_t {
     if (!(w.mask & (1u << src)))
@@ -236,10 +245,10 @@ void device_abort(const char* kernel, const char* message) {
   std::abort();
 }
 
-void block_barrier() {
+TANDEM_EMU_UNTRACKED void block_barrier() {
   Runner& r = *t_runner;
   Lane& me = *r.current;
-  tsan_release(r.sync.get());
+  tsan_release(r.sync);
   if (++r.barrier_arrived == r.threads) {
     r.barrier_arrived = 0;
     for (int t = 0; t < r.threads; ++t)
@@ -248,10 +257,10 @@ void block_barrier() {
     me.status = LaneStatus::AtBarrier;
     yield_to_scheduler(r, me);
   }
-  tsan_acquire(r.sync.get());
+  tsan_acquire(r.sync);
 }
 
-uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
+TANDEM_EMU_UNTRACKED uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   Runner& r = *t_runner;
   Lane& me = *r.current;
   const size_t wi = size_t(me.warp);
@@ -274,7 +283,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   me.arg = arg;
   me.width = width;
   w.arrived |= bit;
-  void* sync = r.sync.get() + 1 + wi;
+  void* sync = r.sync + 1 + wi;
   tsan_release(sync);
   if (w.arrived == mask) {
     for (int l = 0; l < 32; ++l) {
@@ -292,13 +301,13 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   return me.result;
 }
 
-unsigned active_lanes() {
+TANDEM_EMU_UNTRACKED unsigned active_lanes() {
   Runner& r = *t_runner;
   const Warp& w = r.warps[size_t(r.current->warp)];
   return w.present & ~w.exited;
 }
 
-cudaError_t run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, void (*body)(void*), void* ctx) {
+TANDEM_EMU_UNTRACKED cudaError_t run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, void (*body)(void*), void* ctx) {
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
       grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535 || shared_bytes > 48 * 1024)
@@ -313,15 +322,20 @@ cudaError_t run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_by
   r.threads = int(threads);
   while (r.stacks.size() < threads) r.stacks.push_back(std::make_unique<FiberStack>(default_fiber_stack_bytes()));
   if (r.lanes.size() < threads) r.lanes.resize(threads);
+  if (r.warps.size() < (threads + 31) / 32) {
+    delete[] r.sync;
+    r.sync = new char[(threads + 31) / 32 + 1];
+  }
   r.warps.resize((threads + 31) / 32);
   r.block.block_dim = block;
   r.block.grid_dim = grid;
   t_block = &r.block;
-  tsan_release(&r.launch_start);
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         r.block.block_idx = uint3{x, y, z};
+        tsan_acquire(&r.launch_end);
+        tsan_release(&r.launch_start);
         run_block(r);
       }
   tsan_acquire(&r.launch_end);

@@ -36,7 +36,8 @@ void block_barrier();
 // except where the op lets them differ (a shuffle's source lane).
 enum class WarpOp : uint8_t { Sync, ShuffleIndex, ShuffleUp, ShuffleDown, ShuffleXor, Ballot, Any, All, MatchAny };
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
-// The lanes of the calling thread's warp that have not exited (__activemask).
+// The lanes of the calling thread's warp that have not exited (__activemask; a GPU reports the
+// lanes converged at the call, which the emulator cannot know: call it before lanes diverge).
 unsigned active_lanes();
 
 // Runs a grid: body(ctx) once per CUDA thread. Returns cudaErrorInvalidConfiguration (without

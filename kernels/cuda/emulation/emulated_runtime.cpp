@@ -185,10 +185,11 @@ int device_of(const void* p) {
 }
 
 void* allocate(size_t bytes, int device) {
+  // Exactly `bytes` (not rounded up), so AddressSanitizer sees a kernel reading past the end.
+  void* p = nullptr;
+  if (posix_memalign(&p, kAlignment, bytes) != 0) return nullptr;
+  std::memset(p, 0xff, bytes);
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) return nullptr;
-  std::memset(p, 0xff, rounded);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, device};
@@ -254,8 +255,8 @@ std::string kernel_name_from_signature(const char* pretty_function) {
   begin += key.size();
   size_t end = s.find_first_of(";]", begin);
   std::string name = s.substr(begin, end - begin);
-  const std::string anon = "(anonymous namespace)::";
-  for (size_t at; (at = name.find(anon)) != std::string::npos;) name.erase(at, anon.size());
+  for (const std::string anon : {"(anonymous namespace)::", "{anonymous}::"})
+    for (size_t at; (at = name.find(anon)) != std::string::npos;) name.erase(at, anon.size());
   return name;
 }
 

@@ -36,7 +36,7 @@ struct FiberStart {
   void* arg;
 };
 
-void after_switch_in(void* fake_stack) {
+TANDEM_EMU_UNTRACKED void after_switch_in(void* fake_stack) {
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_finish_switch_fiber(fake_stack, &t_switched_from->stack_bottom, &t_switched_from->stack_size);
 #else
@@ -46,7 +46,7 @@ void after_switch_in(void* fake_stack) {
 }  // namespace
 
 // Called on a new fiber's stack by the first switch into it.
-extern "C" [[noreturn]] void tandem_emu_fiber_start(FiberStart* start) {
+extern "C" [[noreturn]] TANDEM_EMU_UNTRACKED void tandem_emu_fiber_start(FiberStart* start) {
   after_switch_in(nullptr);
   start->entry(start->arg);
   fatal("a fiber's entry returned instead of switching away");
@@ -114,7 +114,7 @@ size_t default_fiber_stack_bytes() {
 #endif
 }
 
-void fiber_init(FiberContext& ctx, FiberStack& stack, void (*entry)(void*), void* arg) {
+TANDEM_EMU_UNTRACKED void fiber_init(FiberContext& ctx, FiberStack& stack, void (*entry)(void*), void* arg) {
   ctx.stack_bottom = stack.bottom();
   ctx.stack_size = stack.size();
   char* top = stack.bottom() + stack.size();
@@ -145,7 +145,7 @@ void fiber_init(FiberContext& ctx, FiberStack& stack, void (*entry)(void*), void
 #endif
 }
 
-void fiber_release(FiberContext& ctx) {
+TANDEM_EMU_UNTRACKED void fiber_release(FiberContext& ctx) {
 #if defined(__SANITIZE_THREAD__)
   if (ctx.tsan_fiber) __tsan_destroy_fiber(ctx.tsan_fiber);
   ctx.tsan_fiber = nullptr;
@@ -156,7 +156,7 @@ void fiber_release(FiberContext& ctx) {
 #endif
 }
 
-void fiber_switch(FiberContext& from, FiberContext& to, bool from_finished) {
+TANDEM_EMU_UNTRACKED void fiber_switch(FiberContext& from, FiberContext& to, bool from_finished) {
 #if defined(__SANITIZE_THREAD__)
   if (!from.tsan_fiber) from.tsan_fiber = __tsan_get_current_fiber();
   __tsan_switch_to_fiber(to.tsan_fiber, __tsan_switch_to_fiber_no_sync);

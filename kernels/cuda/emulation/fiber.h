@@ -10,6 +10,14 @@
 #pragma once
 #include <cstddef>
 
+// For the emulator's own bookkeeping, which the switches hand from fiber to fiber: ThreadSanitizer
+// is told switches carry no ordering, so it must not track these accesses (kernel code it does).
+#if defined(__SANITIZE_THREAD__)
+#define TANDEM_EMU_UNTRACKED __attribute__((no_sanitize_thread, noinline))
+#else
+#define TANDEM_EMU_UNTRACKED
+#endif
+
 namespace tandem::emu {
 
 // A fixed-size stack from mmap with a guard page below it; reused from launch to launch.
