@@ -370,6 +370,9 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   check_reducible("reduce_scatter", input.dtype());
   state_->check_device("reduce_scatter", input);
   state_->check_device("reduce_scatter", output);
+  // Uneven chunks reduce into scratch, allocated before enter(): its allocation (and its poison
+  // fill under TANDEM_CUDA_POISON) is compute-stream work, which enter() orders NCCL's stream after.
+  const Tensor full = n % size() == 0 ? Tensor() : Tensor::empty({n}, input.dtype(), input.device());
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   if (n % size() == 0) {
     state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
@@ -378,7 +381,6 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
     return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{input, output});
   }
   // Uneven chunks: reduce everything, then copy this rank's chunk (on the NCCL stream).
-  Tensor full = Tensor::empty({n}, input.dtype(), input.device());
   state_->check(ncclAllReduce(input.raw_data(), full.raw_data(), size_t(n), nccl_dtype(input.dtype()), nccl_op(op),
                               state_->comm, state_->stream),
                 what);

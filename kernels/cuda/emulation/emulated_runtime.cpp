@@ -107,6 +107,8 @@ cudaError_t fail(cudaError_t err) {
 }
 
 bool valid_device(int device) { return device >= 0 && device < state().devices; }
+// What the runtime says about a device it cannot use: no device at all, or a bad ordinal.
+cudaError_t device_error() { return state().devices == 0 ? cudaErrorNoDevice : cudaErrorInvalidDevice; }
 
 // The allocation holding [p, p + bytes), or nullptr. Call with the mutex held.
 const Allocation* find_allocation(State& s, const void* p, size_t bytes) {
@@ -303,12 +305,12 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  if (!valid_device(device)) return fail(state().devices == 0 ? cudaErrorNoDevice : cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(device_error());
   t_device = device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(device_error());
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "Tandem emulated GPU %d", device);
   prop->totalGlobalMem = state().memory_per_device;
@@ -329,7 +331,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
-  if (!valid_device(device) || len <= 0) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(device_error());
+  if (len <= 0) return fail(cudaErrorInvalidValue);
   std::snprintf(bus_id, size_t(len), "0000:%02x:00.0", device + 1);
   return cudaSuccess;
 }
