@@ -27,6 +27,8 @@ BUILD=$PWD/build-gpu
 export LD_LIBRARY_PATH=$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$PATH:/usr/local/cuda/bin  # compute-sanitizer
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+# A GPU test that finds no device fails (printing the runtime's reason) instead of skipping green.
+export TANDEM_REQUIRE_GPU=1
 # The test binaries name the CLI and plugins by the checkout path they were built in: make that
 # path lead here.
 built_at=$(cat "$BUILD/BUILT_AT" 2>/dev/null || echo "")
@@ -45,6 +47,7 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 }
 if [ "$PHASE" = gpu ] || [ "$PHASE" = all ]; then
   step cuda_tests 180 "$BUILD/tests/gpu/test_cuda_backend"
+  step cuda_graph 120 "$BUILD/tests/gpu/test_cuda_graph"
   step cuda_cli 120 "$BUILD/tests/gpu/test_cuda_cli"
   step nccl_np1 60 mpirun -np 1 "$BUILD/tests/gpu/test_nccl"
   step mpi_cuda_np2 120 mpirun -np 2 --oversubscribe "$BUILD/tests/gpu/test_mpi_cuda"

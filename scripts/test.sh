@@ -3,8 +3,10 @@
 #   1. builds the CUDA emulation build (build-emu/, -DTANDEM_CUDA=EMULATE) and runs every test
 #      in it: the CPU suite, and the `gpu` tests on emulated GPUs (our CUDA kernels executing on
 #      the CPU, kernels/cuda/emulation); `gpu-only` tests (CUDA graphs, 8 GiB tensors) skip;
-#   2. where nvcc is installed, also compiles the real CUDA backend (build/, target tandem),
-#      since the emulator does not run nvcc and cannot catch nvcc-only errors.
+#   2. where nvcc is installed, also compiles what only the real CUDA build compiles (build/:
+#      kernels/cuda/*.cu by nvcc, the cuBLASLt/cuDNN seams, the NCCL communicator), since the
+#      emulator does not run nvcc and cannot catch nvcc-only errors. The host C++ they share with
+#      the emulation build is compiled there already.
 # Multi-rank tests run under mpirun. On a GPU machine, scripts/gpu_run.sh runs the real suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,9 @@ TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   BUILD_DIR=${TANDEM_BUILD_DIR:-build}
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD_DIR" -j "${TANDEM_JOBS:-$(nproc)}" --target tandem
+  mapfile -t cuda_objects < <(ninja -C "$BUILD_DIR" -t targets all |
+    sed -n 's#^\(CMakeFiles/tandem.dir/\(kernels/cuda/[^:]*\.cu\|collectives/nccl/[^:]*\)\.o\): .*#\1#p')
+  ninja -C "$BUILD_DIR" -j "${TANDEM_JOBS:-$(nproc)}" "${cuda_objects[@]}"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir "$EMU_BUILD_DIR" -j "$(nproc)" --output-on-failure
