@@ -7,10 +7,12 @@
 // free of side effects.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/accelerators/devices_spec.h"
+#include "engine/tensor/device.h"
 
 namespace tandem {
 
@@ -55,7 +57,12 @@ class Accelerator {
   // Optional per-device statistics; empty when the hardware reports none.
   virtual DeviceStats get_device_stats(const AcceleratorDevice& /*device*/) const { return {}; }
 
-  // Called once per process before training, with the device this process drives.
+  // The tensor device that holds this device's data, or nullopt when Tandem has no kernel
+  // backend for this hardware (it can be planned, not trained on).
+  virtual std::optional<Device> tensor_device(const AcceleratorDevice& /*device*/) const { return std::nullopt; }
+
+  // Called before training with the device the calling thread drives: once per process, and
+  // by dp's worker threads for their own devices.
   virtual void setup_device(const AcceleratorDevice& /*device*/) {}
 
   // Called once per process after training; releases what setup_device acquired.

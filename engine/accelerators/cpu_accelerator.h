@@ -19,6 +19,7 @@ class CPUAccelerator : public Accelerator {
   // resident_memory_bytes, peak_resident_memory_bytes, cpu_time_seconds, and cpu_percent (this
   // process's CPU time over wall time since the previous call, so 200 means two busy cores).
   DeviceStats get_device_stats(const AcceleratorDevice& device) const override;
+  std::optional<Device> tensor_device(const AcceleratorDevice&) const override { return Device::cpu(); }
 
  private:
   mutable std::chrono::steady_clock::time_point last_wall_;

@@ -51,6 +51,7 @@ class CUDAAccelerator : public Accelerator {
   // utilization_percent when NVML reports it, and whatever the registered allocator stats
   // provider adds (memory allocated and reserved by Tandem's caching allocator).
   DeviceStats get_device_stats(const AcceleratorDevice& device) const override;
+  std::optional<Device> tensor_device(const AcceleratorDevice& device) const override { return Device::cuda(device.index); }
   void setup_device(const AcceleratorDevice& device) override;
 };
 

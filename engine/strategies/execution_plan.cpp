@@ -115,7 +115,6 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
       options.strategy, StrategyContext{acc.name, static_cast<int>(indices.size()), options.num_nodes},
       strategies);
   plan.strategy = st.name;
-  plan.strategy_implemented = st.strategy->implemented();
   plan.notes.insert(plan.notes.end(), st.notes.begin(), st.notes.end());
   plan.processes_per_node = st.strategy->processes_per_node(static_cast<int>(indices.size()));
   plan.world_size = plan.processes_per_node * plan.num_nodes;
@@ -123,6 +122,7 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   PrecisionChoice prec = resolve_precision(requested_precision, acc.name);
   plan.precision = prec.precision;
   if (prec.note) plan.notes.push_back(*prec.note);
+  st.strategy->validate_precision(plan.precision);
 
   if (plan.cluster.launched()) {
     check_against_launcher(plan);
@@ -140,6 +140,8 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   } else if (plan.processes_per_node == 1) {
     plan.process_device = plan.devices.front();
   }
+  plan.live_accelerator = std::move(acc.accelerator);
+  plan.live_strategy = std::move(st.strategy);
   return plan;
 }
 
@@ -155,8 +157,12 @@ std::string ExecutionPlan::to_json(int indent) const {
   j["precision"] = precision_name(precision);
   j["cluster_environment"] = cluster.name;
   j["launch"] = launch ? nlohmann::ordered_json(*launch) : nlohmann::ordered_json(nullptr);
+  if (live_strategy) {
+    static const char* kLaunchers[] = {"none", "mpirun relaunch", "external (mpirun/horovodrun)", "spawn"};
+    j["launcher"] = kLaunchers[static_cast<int>(live_strategy->launch_kind())];
+  }
   j["processes_per_node"] = processes_per_node;
-  j["strategy_implemented"] = strategy_implemented;
+  j["devices_per_process"] = processes_per_node > 0 ? devices.size() / size_t(processes_per_node) : 0;
   j["global_rank"] = cluster.global_rank;
   j["local_rank"] = cluster.local_rank;
   j["node_rank"] = cluster.node_rank;

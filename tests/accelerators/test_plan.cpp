@@ -109,7 +109,11 @@ TEST(Plan, IssueExample) {
   EXPECT_EQ(j["precision"], "32-true");
   EXPECT_EQ(j["cluster_environment"], "local");
   EXPECT_EQ(j["launch"], "mpirun -np 2 prog");
-  EXPECT_EQ(j["strategy_implemented"], true);  // DDPTrainingStrategy
+  EXPECT_EQ(j["launcher"], "mpirun relaunch");
+  EXPECT_EQ(j["devices_per_process"], 1);
+  // The plan carries the objects that train: the same classes the registries name.
+  EXPECT_EQ(p.live_strategy->name(), "ddp");
+  EXPECT_EQ(p.live_accelerator->name(), "cuda");
 }
 
 TEST(Plan, CpuListsCpuOncePerProcess) {

@@ -1,0 +1,92 @@
+// ddp, horovod, ddp_spawn: one process per device, every process holding a full replica of the
+// model; gradients are averaged by the Reducer during backward, so every rank takes the same
+// optimizer step and the replicas stay identical (PyTorch DDP's contract).
+//
+//   setup_environment  the communicator (MPI for CPU and staged GPU buffers, NCCL for GPUs when
+//                      built, a world of one for a single process)
+//   setup_module       move to the device/dtype, broadcast rank 0's parameters and buffers,
+//                      build the Reducer (buckets + gradient hooks)
+//   before step        broadcast rank 0's buffers (BatchNorm running stats), as broadcast_buffers
+//   backward           reducer.prepare_for_backward(will_step) then backward: with
+//                      will_step=false (accumulating) the hooks stay quiet (no_sync)
+//   optimizer_step     reducer.finalize() (wait for buckets, averaged grads in .grad), then the
+//                      precision plugin and the caller's hooks, then the step
+//   reduce/any/...     small collectives for sync_dist logging, stop decisions and all_gather
+//
+// The three differ only in how the processes start: ddp relaunches `tandem` under mpirun when
+// started by hand; horovod is always started by mpirun/horovodrun (Horovod's model) and says so
+// when it is not; ddp_spawn starts the other ranks itself (spawn_launcher.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "engine/strategies/reducer.h"
+#include "engine/strategies/strategy.h"
+
+namespace tandem {
+
+class DDPStrategy : public Strategy {
+ public:
+  explicit DDPStrategy(ReducerOptions reducer_options = {}) : reducer_options_(reducer_options) {}
+  ~DDPStrategy() override;
+
+  std::string name() const override { return "ddp"; }
+  int processes_per_node(int num_devices) const override { return num_devices; }
+  LaunchKind launch_kind() const override { return LaunchKind::Relaunch; }
+  void launch(const ExecutionPlan& plan, const std::vector<std::string>& argv) override;
+
+  void setup_environment(const StrategyEnvironment& env) override;
+  // The same with a communicator of the caller's (an embedding MPI code's, or a test's world).
+  void setup_environment(const StrategyEnvironment& env, std::shared_ptr<collectives::Communicator> comm);
+  void setup_module(trainer::LightningModule& module) override;
+
+  int world_size() const override { return comm_->size(); }
+  int global_rank() const override { return comm_->rank(); }
+  int local_rank() const override { return comm_->local_rank(); }
+  int node_rank() const override { return node_rank_; }
+
+  void before_training_step(trainer::LightningModule& module) override;
+  void backward(const Tensor& loss, double factor, bool will_step) override;
+  void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) override;
+  double reduce(double value, trainer::ReduceFx reduce_fx) const override;
+  bool reduce_any(bool decision) const override;
+  void barrier(const std::string& where) const override;
+  int64_t broadcast_from_zero(int64_t value) const override;
+  Tensor all_gather(const Tensor& tensor) const override;
+  std::string summary() const override;
+
+  collectives::Communicator& communicator() const { return *comm_; }
+  const Reducer* reducer() const { return reducer_.get(); }
+
+ protected:
+  // The world communicator this strategy's environment asks for (backend, timeout, device).
+  std::shared_ptr<collectives::Communicator> make_world_communicator(const StrategyEnvironment& env) const;
+
+  std::shared_ptr<collectives::Communicator> comm_;
+  Device comm_device_ = Device::cpu();  // where scalars and gathered tensors go for the communicator
+  int node_rank_ = 0;
+  ReducerOptions reducer_options_;
+  std::unique_ptr<Reducer> reducer_;
+  ReducerStats finished_stats_;  // of reducers from earlier stages, for summary()
+};
+
+// Horovod's model on Tandem's own collectives: one process per device, started by mpirun or
+// horovodrun (never relaunched by Tandem), gradients averaged over the MPI communicator in
+// fusion buffers (the Reducer's buckets, bucket_cap_mb as HOROVOD_FUSION_THRESHOLD).
+class HorovodStrategy : public DDPStrategy {
+ public:
+  std::string name() const override { return "horovod"; }
+  LaunchKind launch_kind() const override { return LaunchKind::External; }
+  void launch(const ExecutionPlan& plan, const std::vector<std::string>& argv) override;
+  void setup_environment(const StrategyEnvironment& env) override;
+};
+
+// ddp_spawn: ddp whose processes are started through mpirun as ddp's are (spawning them from
+// the first process lands separately).
+class DDPSpawnStrategy : public DDPStrategy {
+ public:
+  std::string name() const override { return "ddp_spawn"; }
+};
+
+}  // namespace tandem
