@@ -2,6 +2,7 @@
 // one class that plans, launches and trains it.
 #include "engine/core/error.h"
 #include "engine/strategies/data_parallel_strategy.h"
+#include "engine/strategies/ddp2_strategy.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/strategies/single_device_strategy.h"
 
@@ -23,6 +24,9 @@ StrategyRegistry& strategy_registry() {
     r->add("dp", "one process, each batch split across its devices (GPUs, or CPU devices on threads), gradients "
                  "summed on the root device; effective batch = batch x num_nodes",
            [](const InitParams&) { return std::make_unique<DataParallelStrategy>(); });
+    r->add("ddp2", "dp inside each node (one process per node over its devices), ddp across nodes (root "
+                   "gradients averaged); effective batch = batch x num_nodes",
+           [](const InitParams&) { return std::make_unique<DDP2Strategy>(); });
     return r;
   }();
   return *registry;

@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
+#include "engine/tensor/generator.h"
 #include "kernels/backend.h"
 
 namespace tandem {
@@ -88,6 +89,13 @@ void DataParallelStrategy::setup_module(LightningModule& module) {
   replicas_.clear();
   pending_ = {};
   const std::vector<Tensor> root_params = module.parameters();
+  // Building a replica initializes weights that are overwritten at once; the random stream
+  // (dropout, later inits) continues as if it had not been built.
+  const Generator saved = default_generator();
+  struct Restore {
+    const Generator& saved;
+    ~Restore() { default_generator() = saved; }
+  } restore{saved};
   for (size_t i = 1; i < devices_.size(); ++i) {
     std::shared_ptr<LightningModule> replica = module.make_replica();
     if (!replica) {

@@ -6,13 +6,13 @@
 #include "collectives/communicator_factory.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/strategies/collective_values.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/mpirun_launcher.h"
 
 namespace tandem {
 
 using collectives::CommBackend;
-using collectives::ReduceOp;
 
 namespace {
 
@@ -50,7 +50,8 @@ void DDPStrategy::launch(const ExecutionPlan& plan, const std::vector<std::strin
   relaunch_with_mpirun(plan, argv);
 }
 
-std::shared_ptr<collectives::Communicator> DDPStrategy::make_world_communicator(const StrategyEnvironment& env) const {
+std::shared_ptr<collectives::Communicator> make_world_communicator(const StrategyEnvironment& env,
+                                                                   const std::string& strategy) {
   if (!(env.collective_timeout_s > 0) || !std::isfinite(env.collective_timeout_s)) {
     throw ConfigError("collective_timeout=" + std::to_string(env.collective_timeout_s) +
                       " is not valid: expected a number of seconds > 0 (default 600)");
@@ -59,10 +60,12 @@ std::shared_ptr<collectives::Communicator> DDPStrategy::make_world_communicator(
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(env.collective_timeout_s * 1000.0));
   const Device device = env.tensor_devices.front();
   // NCCL drives this rank's GPU (the plan's process device, e.g. cuda:3 for --trainer.devices=2,3).
-  return collectives::make_communicator(comm_backend_for(env, device, name()), options, device.is_cuda() ? device.index : -1);
+  return collectives::make_communicator(comm_backend_for(env, device, strategy), options, device.is_cuda() ? device.index : -1);
 }
 
-void DDPStrategy::setup_environment(const StrategyEnvironment& env) { setup_environment(env, make_world_communicator(env)); }
+void DDPStrategy::setup_environment(const StrategyEnvironment& env) {
+  setup_environment(env, make_world_communicator(env, name()));
+}
 
 void DDPStrategy::setup_environment(const StrategyEnvironment& env, std::shared_ptr<collectives::Communicator> comm) {
   TANDEM_CHECK(comm != nullptr, ValueError, "strategy=" + name() + ": the communicator is null");
@@ -114,46 +117,18 @@ void DDPStrategy::optimizer_step(optim::Optimizer& optimizer, const std::functio
 }
 
 double DDPStrategy::reduce(double value, trainer::ReduceFx reduce_fx) const {
-  if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(value, DType::Float64).to(comm_device_);
-  ReduceOp op = ReduceOp::Avg;
-  switch (reduce_fx) {
-    case trainer::ReduceFx::Mean: op = ReduceOp::Avg; break;
-    case trainer::ReduceFx::Sum: op = ReduceOp::Sum; break;
-    case trainer::ReduceFx::Max: op = ReduceOp::Max; break;
-    case trainer::ReduceFx::Min: op = ReduceOp::Min; break;
-  }
-  comm_->allreduce(t, op);
-  return t.item();
+  return reduce_value(*comm_, comm_device_, value, reduce_fx);
 }
 
-bool DDPStrategy::reduce_any(bool decision) const {
-  if (comm_->size() == 1) return decision;
-  Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32).to(comm_device_);
-  comm_->allreduce(t, ReduceOp::Max);
-  return t.item() != 0.0;
-}
+bool DDPStrategy::reduce_any(bool decision) const { return reduce_any_rank(*comm_, comm_device_, decision); }
 
 void DDPStrategy::barrier(const std::string& /*where*/) const {
   if (comm_->size() > 1) comm_->barrier();
 }
 
-int64_t DDPStrategy::broadcast_from_zero(int64_t value) const {
-  if (comm_->size() == 1) return value;
-  Tensor t = Tensor::scalar(double(value), DType::Int64).to(comm_device_);
-  comm_->broadcast(t, 0);
-  return int64_t(t.item());
-}
+int64_t DDPStrategy::broadcast_from_zero(int64_t value) const { return broadcast_value(*comm_, comm_device_, value); }
 
-Tensor DDPStrategy::all_gather(const Tensor& tensor) const {
-  NoGradGuard no_grad;
-  const Tensor local = tensor.detach().to(comm_device_).contiguous();
-  Shape shape = local.shape();
-  shape.insert(shape.begin(), comm_->size());
-  Tensor out = Tensor::empty(shape, local.dtype(), local.device());
-  comm_->allgather(local.reshape({local.numel()}), out.reshape({out.numel()}));
-  return out.to(tensor.device());
-}
+Tensor DDPStrategy::all_gather(const Tensor& tensor) const { return all_gather_tensor(*comm_, comm_device_, tensor); }
 
 std::string DDPStrategy::summary() const {
   ReducerStats s = finished_stats_;

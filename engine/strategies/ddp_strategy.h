@@ -26,6 +26,12 @@
 
 namespace tandem {
 
+// The world communicator a strategy's environment asks for: the process_group_backend (auto:
+// NCCL for a GPU when built, else MPI; a world of one needs none), the collective timeout, and
+// the root device for NCCL. Throws ConfigError for a backend that cannot carry this job.
+std::shared_ptr<collectives::Communicator> make_world_communicator(const StrategyEnvironment& env,
+                                                                   const std::string& strategy);
+
 class DDPStrategy : public Strategy {
  public:
   explicit DDPStrategy(ReducerOptions reducer_options = {}) : reducer_options_(reducer_options) {}
@@ -60,9 +66,6 @@ class DDPStrategy : public Strategy {
   const Reducer* reducer() const { return reducer_.get(); }
 
  protected:
-  // The world communicator this strategy's environment asks for (backend, timeout, device).
-  std::shared_ptr<collectives::Communicator> make_world_communicator(const StrategyEnvironment& env) const;
-
   std::shared_ptr<collectives::Communicator> comm_;
   Device comm_device_ = Device::cpu();  // where scalars and gathered tensors go for the communicator
   int node_rank_ = 0;
