@@ -16,7 +16,8 @@ StrategyRegistry& strategy_registry() {
     r->add("ddp", "one process per device (mpirun/srun, or relaunched through mpirun), gradients averaged in "
                   "buckets overlapped with backward; effective batch = batch x devices x num_nodes",
            [](const InitParams&) { return std::make_unique<DDPStrategy>(); });
-    r->add("ddp_spawn", "like ddp; here the processes are also started through mpirun (no spawn yet)",
+    r->add("ddp_spawn", "like ddp, but the first process spawns the others (MPI_Comm_spawn, no mpirun) and trains "
+                        "as rank 0, so the caller's model is the trained one; one node",
            [](const InitParams&) { return std::make_unique<DDPSpawnStrategy>(); });
     r->add("horovod", "one process per device started by mpirun/horovodrun (never relaunched), gradients averaged "
                       "over MPI in fusion buckets; effective batch = batch x devices x num_nodes",

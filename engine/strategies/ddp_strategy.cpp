@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "collectives/communicator_factory.h"
 #include "engine/autograd/grad_mode.h"
@@ -160,6 +162,47 @@ void HorovodStrategy::setup_environment(const StrategyEnvironment& env) {
   // Horovod's transport is MPI: the CPU path always, GPUs through staged (or CUDA-aware) MPI.
   if (mpi.process_group_backend == "auto") mpi.process_group_backend = mpi.world_size == 1 ? "local" : "mpi";
   DDPStrategy::setup_environment(mpi);
+}
+
+void DDPSpawnStrategy::validate(const StrategyContext& context) const {
+  if (context.num_nodes != 1) {
+    throw ConfigError("strategy=ddp_spawn starts its processes from the first one, on its node, but num_nodes=" +
+                      std::to_string(context.num_nodes) + "; use --trainer.strategy=ddp under mpirun/srun across nodes");
+  }
+}
+
+void DDPSpawnStrategy::launch(const ExecutionPlan& plan, const std::vector<std::string>& /*argv*/) {
+  if (!collectives::comm_backend_compiled_in(CommBackend::Mpi)) {
+    throw ConfigError("strategy=ddp_spawn starts its processes with MPI_Comm_spawn, but Tandem was built without MPI; "
+                      "install Open MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or train with "
+                      "--trainer.devices=1");
+  }
+  to_spawn_ = plan.world_size - 1;
+}
+
+void DDPSpawnStrategy::setup_environment(const StrategyEnvironment& env) {
+  collectives::CommOptions options;
+  if (env.collective_timeout_s > 0 && std::isfinite(env.collective_timeout_s)) {
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(env.collective_timeout_s * 1000.0));
+  }
+  if (to_spawn_ > 0) {
+    // This program again, with the arguments it was started with.
+    std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
+    if (!args.empty()) args.erase(args.begin());
+    std::error_code ec;
+    const std::string program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    std::printf("Tandem: strategy=ddp_spawn spawning %d process(es) of %s (MPI_Comm_spawn); this one is rank 0\n",
+                to_spawn_, program.c_str());
+    std::fflush(stdout);
+    const std::vector<std::string> vars{"TANDEM_SPAWN_WORLD_SIZE=" + std::to_string(env.world_size)};
+    auto world = collectives::spawn_world(program, args, to_spawn_, vars, options);
+    to_spawn_ = 0;
+    return DDPStrategy::setup_environment(env, std::move(world));
+  }
+  if (env.cluster.name == "spawn") return DDPStrategy::setup_environment(env, collectives::join_spawned_world(options));
+  DDPStrategy::setup_environment(env);
 }
 
 }  // namespace tandem

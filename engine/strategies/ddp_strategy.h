@@ -85,11 +85,23 @@ class HorovodStrategy : public DDPStrategy {
   void setup_environment(const StrategyEnvironment& env) override;
 };
 
-// ddp_spawn: ddp whose processes are started through mpirun as ddp's are (spawning them from
-// the first process lands separately).
+// ddp_spawn: ddp whose first process starts the others itself. Started without a launcher, the
+// process that builds the Trainer spawns world_size - 1 copies of its own program with its own
+// arguments (MPI_Comm_spawn, no mpirun needed; collectives/mpi/mpi_spawn.h) and trains as rank 0
+// of the merged world; the copies find their rank in TANDEM_SPAWN_WORLD_SIZE plus Open MPI's
+// variables (the "spawn" cluster environment). Unlike Lightning's, the caller's module is the one
+// trained when fit returns: rank 0 is the caller. One node only; under mpirun it is ddp.
 class DDPSpawnStrategy : public DDPStrategy {
  public:
   std::string name() const override { return "ddp_spawn"; }
+  void validate(const StrategyContext& context) const override;
+  LaunchKind launch_kind() const override { return LaunchKind::Spawn; }
+  // Records the job to spawn; the processes start in setup_environment (with its timeout).
+  void launch(const ExecutionPlan& plan, const std::vector<std::string>& argv) override;
+  void setup_environment(const StrategyEnvironment& env) override;
+
+ private:
+  int to_spawn_ = 0;  // processes this one starts (world_size - 1), 0 when it starts none
 };
 
 }  // namespace tandem

@@ -127,7 +127,10 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   if (plan.cluster.launched()) {
     check_against_launcher(plan);
   } else if (plan.world_size > 1) {
-    plan.launch = launch_command(plan, program);
+    plan.launch = st.strategy->launch_kind() == LaunchKind::Spawn
+                      ? program + " (rank 0; it spawns the other " + std::to_string(plan.world_size - 1) +
+                            " with MPI_Comm_spawn)"
+                      : launch_command(plan, program);
   }
   // One process per device: the local rank picks the device. A process that drives all its
   // node's devices (dp, single_device) is reported by its first, root device. A job still to
