@@ -151,7 +151,7 @@ std::vector<data::Batch> DataParallelStrategy::scatter(const data::Batch& batch)
     data::Batch chunk;
     if (batch.input.defined()) chunk.input = batch.input.narrow(0, start, size).contiguous();
     if (batch.target.defined()) chunk.target = batch.target.narrow(0, start, size).contiguous();
-    chunks.push_back(i == 0 ? chunk : move_batch(chunk, devices_[size_t(i)], compute_dtype()));
+    chunks.push_back(chunk);
     start += size;
   }
   return chunks;
@@ -183,6 +183,8 @@ void DataParallelStrategy::run_on_devices(LightningModule& root, const std::vect
       errors[i] = std::current_exception();
     }
   };
+  // What this thread queued for the replicas (their refreshed weights) is done before they run.
+  if (root_device().is_cuda()) backend_for(root_device()).synchronize(root_device().index);
   std::vector<std::thread> threads;
   for (size_t i = 1; i < sizes.size(); ++i) threads.emplace_back(work, i);
   work(0);
@@ -193,12 +195,18 @@ void DataParallelStrategy::run_on_devices(LightningModule& root, const std::vect
   merge_logs(root, logs, sizes);
 }
 
+data::Batch DataParallelStrategy::on_device(const data::Batch& chunk, size_t i) const {
+  return i == 0 ? chunk : move_batch(chunk, devices_[i], compute_dtype());
+}
+
 Tensor DataParallelStrategy::training_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   if (replicas_.empty()) return Strategy::training_step(module, batch, batch_idx);
   refresh_replicas(module);
   const std::vector<data::Batch> chunks = scatter(batch);
   std::vector<Tensor> outputs(chunks.size());
-  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) { outputs[i] = m.training_step(chunks[i], batch_idx); });
+  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
+    outputs[i] = m.training_step(on_device(chunks[i], i), batch_idx);
+  });
   for (const Tensor& out : outputs) {
     if (!out.defined()) return Tensor();  // no loss: nothing to backward this batch
   }
@@ -272,14 +280,18 @@ void DataParallelStrategy::validation_step(LightningModule& module, const data::
   if (replicas_.empty()) return Strategy::validation_step(module, batch, batch_idx);
   refresh_replicas(module);
   const std::vector<data::Batch> chunks = scatter(batch);
-  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) { m.validation_step(chunks[i], batch_idx); });
+  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
+    m.validation_step(on_device(chunks[i], i), batch_idx);
+  });
 }
 
 void DataParallelStrategy::test_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   if (replicas_.empty()) return Strategy::test_step(module, batch, batch_idx);
   refresh_replicas(module);
   const std::vector<data::Batch> chunks = scatter(batch);
-  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) { m.test_step(chunks[i], batch_idx); });
+  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
+    m.test_step(on_device(chunks[i], i), batch_idx);
+  });
 }
 
 Tensor DataParallelStrategy::predict_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
@@ -288,7 +300,7 @@ Tensor DataParallelStrategy::predict_step(LightningModule& module, const data::B
   const std::vector<data::Batch> chunks = scatter(batch);
   std::vector<Tensor> outputs(chunks.size());
   run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
-    outputs[i] = autocast::raise(m.predict_step(chunks[i], batch_idx));
+    outputs[i] = autocast::raise(m.predict_step(on_device(chunks[i], i), batch_idx));
   });
   for (Tensor& out : outputs) {
     if (!out.defined()) return Tensor();

@@ -51,8 +51,10 @@ class DataParallelStrategy : public Strategy {
 
  protected:
   // The chunks of a (root-device) batch, one per device used; fewer than the devices when the
-  // batch has fewer examples.
+  // batch has fewer examples. They stay on the root until on_device() (called on the device's
+  // own thread) moves chunk i to device i.
   std::vector<data::Batch> scatter(const data::Batch& batch) const;
+  data::Batch on_device(const data::Batch& chunk, size_t i) const;
   // Runs fn(i, module_i) for every chunk, chunk i on device i's thread (0 on the calling one),
   // with the caller's grad mode and the precision's autocast; log() calls are captured per chunk
   // and merged into `root`'s log when all are done. Rethrows the first failure by device index.
