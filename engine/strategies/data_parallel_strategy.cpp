@@ -168,8 +168,13 @@ void DataParallelStrategy::run_on_devices(LightningModule& root, const std::vect
   const bool grad = grad_enabled();
   std::vector<std::vector<LightningModule::LoggedValue>> logs(sizes.size());
   std::vector<std::exception_ptr> errors(sizes.size());
+  // Device i > 0 draws random numbers (dropout) from its own part of the stream, 2^40 blocks
+  // apart, starting where the root's draws start this step: deterministic, and no race.
+  const Generator shared = default_generator();
   auto work = [&](size_t i) {
     try {
+      std::optional<ThreadGenerator> generator;
+      if (i > 0) generator.emplace(Generator{shared.seed, shared.offset + (uint64_t(i) << 40)});
       if (i > 0) env_.accelerator->setup_device(env_.devices[i]);
       std::optional<NoGradGuard> no_grad;
       if (!grad) no_grad.emplace();

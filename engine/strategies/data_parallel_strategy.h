@@ -15,6 +15,8 @@
 //   predict         per-chunk outputs concatenated on the root
 //   logging         log() calls of the device threads are captured and merged: means weighted by
 //                   chunk size, sums added, max/min over chunks
+//   random numbers  device i > 0 draws (dropout) from its own part of the Philox stream, so runs
+//                   are reproducible; the masks differ from one device's, as in PyTorch
 //
 // Devices: GPUs (accelerator=cuda), or several CPU devices in one process (accelerator=cpu,
 // devices=N: N replicas on N threads, all in host memory). 16-mixed is refused (Lightning's rule).
