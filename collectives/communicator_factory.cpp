@@ -82,7 +82,7 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommO
 std::shared_ptr<Communicator> spawn_world(const std::string& program, const std::vector<std::string>& args, int count,
                                           const std::vector<std::string>& env, const CommOptions& options) {
 #if TANDEM_WITH_MPI
-  MPI_Comm world = mpi::spawn_and_merge(program, args, count, env);
+  MPI_Comm world = mpi::spawn_and_merge(program, args, count, env, options.timeout);
   auto comm = std::make_shared<MpiCommunicator>(world, options);  // duplicates it
   MPI_Comm_free(&world);
   return comm;
@@ -93,7 +93,7 @@ std::shared_ptr<Communicator> spawn_world(const std::string& program, const std:
 
 std::shared_ptr<Communicator> join_spawned_world(const CommOptions& options) {
 #if TANDEM_WITH_MPI
-  MPI_Comm world = mpi::merge_with_parent();
+  MPI_Comm world = mpi::merge_with_parent(options.timeout);
   auto comm = std::make_shared<MpiCommunicator>(world, options);
   MPI_Comm_free(&world);
   return comm;

@@ -33,7 +33,8 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommO
 
 // ddp_spawn: starts `count` more processes running `program args` (MPI_Comm_spawn; `env` lines
 // "KEY=VALUE" added to their environment) and returns the MPI world of this process (rank 0)
-// and them (ranks 1..count). ConfigError when built without MPI; CommError when MPI refuses.
+// and them (ranks 1..count). ConfigError when built without MPI; CommError when MPI refuses;
+// the job is aborted when they have not joined within options.timeout.
 std::shared_ptr<Communicator> spawn_world(const std::string& program, const std::vector<std::string>& args, int count,
                                           const std::vector<std::string>& env, const CommOptions& options = {});
 // In a process spawn_world started: the same world.

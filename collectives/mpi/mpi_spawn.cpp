@@ -1,13 +1,52 @@
 #include "collectives/mpi/mpi_spawn.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "collectives/mpi/mpi_runtime.h"
 #include "engine/core/error.h"
 
 namespace tandem::collectives::mpi {
 
+namespace {
+
+// MPI_Comm_spawn and MPI_Intercomm_merge block with no deadline: a child that dies before
+// MPI_Init (or never merges) would leave the caller waiting forever. Past `limit` the job is
+// aborted with `why` instead.
+class Deadline {
+ public:
+  Deadline(std::chrono::milliseconds limit, std::string why)
+      : thread_([this, limit, why = std::move(why)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) abort_job(why);
+        }) {}
+  ~Deadline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+std::string seconds(std::chrono::milliseconds t) { return std::to_string(double(t.count()) / 1000.0) + " s"; }
+
+}  // namespace
+
 MPI_Comm spawn_and_merge(const std::string& program, const std::vector<std::string>& args, int count,
-                         const std::vector<std::string>& env) {
+                         const std::vector<std::string>& env, std::chrono::milliseconds timeout) {
   ensure_mpi_initialized(nullptr, nullptr);
+  Deadline deadline(timeout, "the " + std::to_string(count) + " process(es) spawned from " + program +
+                                 " did not join within the collective timeout (" + seconds(timeout) +
+                                 "); one probably failed before starting MPI (see its output above)");
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -31,8 +70,10 @@ MPI_Comm spawn_and_merge(const std::string& program, const std::vector<std::stri
   return world;
 }
 
-MPI_Comm merge_with_parent() {
+MPI_Comm merge_with_parent(std::chrono::milliseconds timeout) {
   ensure_mpi_initialized(nullptr, nullptr);
+  Deadline deadline(timeout, "this spawned process could not join its spawner within the collective timeout (" +
+                                 seconds(timeout) + ")");
   MPI_Comm parent = MPI_COMM_NULL;
   MPI_Comm_get_parent(&parent);
   if (parent == MPI_COMM_NULL) {

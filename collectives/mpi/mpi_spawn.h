@@ -6,6 +6,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -13,12 +14,13 @@ namespace tandem::collectives::mpi {
 
 // Spawns `count` processes running `program` with `args`, `env` ("KEY=VALUE") added to their
 // environment; returns the merged communicator (this process rank 0), which the caller frees.
-// Throws CommError when MPI refuses.
+// Throws CommError when MPI refuses; aborts the job when the children have not joined within
+// `timeout` (MPI_Comm_spawn waits forever for a child that died before MPI_Init).
 MPI_Comm spawn_and_merge(const std::string& program, const std::vector<std::string>& args, int count,
-                         const std::vector<std::string>& env);
+                         const std::vector<std::string>& env, std::chrono::milliseconds timeout);
 
 // In a process that spawn_and_merge started: the same merged communicator (the caller frees it).
-// Throws CommError when this process has no spawning parent.
-MPI_Comm merge_with_parent();
+// Throws CommError when this process has no spawning parent; aborts past `timeout`.
+MPI_Comm merge_with_parent(std::chrono::milliseconds timeout);
 
 }  // namespace tandem::collectives::mpi

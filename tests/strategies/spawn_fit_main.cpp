@@ -1,8 +1,10 @@
-// ddp_spawn started as a plain program (no mpirun): `spawn_fit_main <dir> <world_size>`.
+// ddp_spawn started as a plain program (no mpirun): `spawn_fit_main <dir> <world_size> [child-dies]`.
 // The Trainer's process spawns world_size - 1 copies of this program, which train as ranks
 // 1..W-1; the caller is rank 0, and when fit returns ITS model holds the trained weights, which
 // must equal one device at batch W x B over the DistributedSampler's padded order (what ddp at
 // W ranks equals, tests/ddp) within 1e-5 relative. Exit 0 on success; the copies exit 0 after fit.
+// child-dies: the copies exit before starting MPI; the caller must abort after its 3 s
+// collective timeout with an error saying so, not wait forever.
 #include <cstdio>
 #include <cstdlib>
 
@@ -44,10 +46,12 @@ std::vector<float> one_device_weights(tt::SyntheticDataModule& dm, int64_t batch
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: spawn_fit_main <dir> <world_size>\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: spawn_fit_main <dir> <world_size> [child-dies]\n");
     return 2;
   }
+  const bool child_dies = argc == 4 && std::string(argv[3]) == "child-dies";
+  if (child_dies && std::getenv("TANDEM_SPAWN_WORLD_SIZE")) return 3;
   const int world = std::atoi(argv[2]);
   tt::SyntheticDataModule dm(37, 16, 4);
   manual_seed(42);
@@ -57,6 +61,7 @@ int main(int argc, char** argv) try {
   o.devices = world;
   o.max_epochs = 2;
   o.num_sanity_val_steps = 0;
+  if (child_dies) o.collective_timeout = 3;
   Trainer trainer(o);
   trainer.fit(model, dm);
   if (trainer.world_size() != world) {
