@@ -38,13 +38,29 @@ void Strategy::setup_module(trainer::LightningModule& module) {
 
 data::Batch Strategy::batch_to_device(const data::Batch& batch) const { return move_batch(batch, root_device(), compute_dtype()); }
 
-Tensor Strategy::run_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+data::Batch Strategy::training_batch(const data::Batch& host_batch) {
+  const data::Batch moved = batch_to_device(host_batch);
+  const std::optional<data::Batch> staged = executor_ ? executor_->stage(moved) : std::nullopt;
+  staged_ = staged.has_value();
+  return staged ? *staged : moved;
+}
+
+Strategy::StepResult Strategy::execute_training_step(trainer::LightningModule& module, const data::Batch& batch,
+                                                 int64_t batch_idx, const std::function<Tensor()>& forward_backward) {
+  if (executor_ && staged_) {
+    const StepExecutor::Outcome outcome = executor_->run(forward_backward);
+    if (outcome.ran) return {outcome.loss, true};
+  }
+  return {training_step(module, batch, batch_idx), false};
+}
+
+Tensor Strategy::call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   autocast::Guard autocast(precision_.autocast_dtype());
   return module.training_step(batch, batch_idx);
 }
 
 Tensor Strategy::training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
-  const Tensor out = run_training_step(module, batch, batch_idx);
+  const Tensor out = call_training_step(module, batch, batch_idx);
   if (!out.defined()) return out;
   autocast::Guard autocast(precision_.autocast_dtype());
   if (std::optional<Tensor> loss = module.training_step_end(out, batch)) return *loss;

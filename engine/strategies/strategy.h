@@ -10,6 +10,7 @@
 //             (under the precision plugin's autocast), backward, optimizer_step
 //   collect   reduce (sync_dist), reduce_any, barrier, broadcast_from_zero, all_gather
 //   state     state_dict / load_state_dict (the precision plugin's loss scaler)
+//   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
 //
 // Registered classes: single_device, ddp, ddp_spawn, horovod (ddp_strategy.h), dp, ddp2
 // (data_parallel_strategy.h). A user's class registered under a new name trains the same way
@@ -31,6 +32,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/strategies/cluster_environment.h"
 #include "engine/strategies/precision_plugin.h"
+#include "engine/strategies/step_executor.h"
 #include "engine/trainer/lightning_module.h"
 
 namespace tandem {
@@ -107,12 +109,27 @@ class Strategy {
   const PrecisionPlugin& precision_plugin() const { return precision_; }
   // True when one step can be captured into a CUDA graph (one GPU in one process).
   virtual bool can_capture_step() const { return false; }
+  // The step executor plugin; null runs steps eagerly.
+  void set_step_executor(std::unique_ptr<StepExecutor> executor) { executor_ = std::move(executor); }
+  StepExecutor* step_executor() const { return executor_.get(); }
 
   // ---- steps ----
   // The batch on the root device; floating inputs and targets cast to compute_dtype().
   virtual data::Batch batch_to_device(const data::Batch& batch) const;
+  // The batch of a training step: batch_to_device, then the step executor's static tensors when
+  // it keeps some and they fit.
+  data::Batch training_batch(const data::Batch& host_batch);
   // Before each training_step (ddp: broadcast rank 0's buffers).
   virtual void before_training_step(trainer::LightningModule& /*module*/) {}
+  struct StepResult {
+    Tensor loss;
+    bool backward_done = false;  // the executor ran forward_backward, backward included
+  };
+  // One training step on training_batch()'s batch: through the step executor when it staged the
+  // batch (forward_backward = the caller's training_step + backward), else training_step alone
+  // (the caller then runs backward).
+  StepResult execute_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx,
+                               const std::function<Tensor()>& forward_backward);
   // training_step under autocast, then training_step_end when the module defines it; returns
   // the loss (undefined when training_step returned none).
   virtual Tensor training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
@@ -144,11 +161,13 @@ class Strategy {
 
  protected:
   // Runs the step of `module` on `batch` in the current thread (autocast on).
-  Tensor run_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  Tensor call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
 
   StrategyEnvironment env_;
   std::vector<Device> devices_{Device::cpu()};
   PrecisionPlugin precision_;
+  std::unique_ptr<StepExecutor> executor_;
+  bool staged_ = false;  // the current training batch is the executor's
 };
 
 class StrategyRegistry : public NamedRegistry<Strategy> {

@@ -61,8 +61,11 @@ void Trainer::run_fit() {
   }
 
   run_sanity_check(val_loader.get());
-  graph_step_.reset();
-  if (options_.cuda_graph) graph_step_ = std::make_unique<CudaGraphStep>(strategy_->root_device().index);
+  // cuda_graph: the strategy's steps run through a CUDA graph executor (Trainer checked that the
+  // strategy can capture them).
+  strategy_->set_step_executor(options_.cuda_graph
+                                   ? std::make_unique<CudaGraphStep>(strategy_->root_device().index, logger_connector_)
+                                   : nullptr);
   stage_ = RunningStage::Train;
   for_each_callback([&](Callback& cb) { cb.on_train_start(*this, *module_); });
   module_->on_train_start();
@@ -75,7 +78,7 @@ void Trainer::run_fit() {
     progress_.batch_in_epoch = 0;
     progress_.epoch_finished = false;
   }
-  if (graph_step_) graph_step_->release();
+  if (StepExecutor* executor = strategy_->step_executor()) executor->release();
   for_each_callback([&](Callback& cb) { cb.on_train_end(*this, *module_); });
   module_->on_train_end();
 }
@@ -141,10 +144,7 @@ void Trainer::finish_train_epoch() {
 }
 
 bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last) {
-  const data::Batch moved = strategy_->batch_to_device(host_batch);
-  // cuda_graph: the batch goes into the graph's static tensors when it has their shapes.
-  const std::optional<data::Batch> staged = graph_step_ ? graph_step_->stage(moved) : std::nullopt;
-  const data::Batch batch = staged ? *staged : moved;
+  const data::Batch batch = strategy_->training_batch(host_batch);
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
   logger_connector_.set_batch_size(batch.size());
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
@@ -153,13 +153,13 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   strategy_->before_training_step(*module_);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
-  CudaGraphStep::Outcome graphed;
-  if (staged) graphed = graph_step_->run([&] { return forward_backward(batch, batch_idx, will_step); }, logger_connector_);
-  const Tensor loss = graphed.ran ? graphed.loss : strategy_->training_step(*module_, batch, batch_idx);
-  if (graphed.ran && loss.defined()) {
-    // Backward already ran (in the graph or its warm-up): check the loss now, and when it is not
-    // finite run the step's forward once more eagerly, with the host checks the graph deferred
-    // (an out-of-range class index), so the error names the cause.
+  const Strategy::StepResult step = strategy_->execute_training_step(
+      *module_, batch, batch_idx, [&] { return forward_backward(batch, batch_idx, will_step); });
+  const Tensor loss = step.loss;
+  if (step.backward_done && loss.defined()) {
+    // Backward already ran (in the step executor: a CUDA graph or its warm-up): check the loss
+    // now, and when it is not finite run the step's forward once more eagerly, with the host
+    // checks the executor deferred (an out-of-range class index), so the error names the cause.
     const double value = loss.item();
     if (!std::isfinite(value)) {
       const Tensor eager = strategy_->training_step(*module_, batch, batch_idx);
@@ -188,7 +188,8 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   return will_step;
 }
 
-// training_step, then backward when it returned a loss; what a cuda_graph step captures.
+// training_step, then backward when it returned a loss; what a step executor runs (a CUDA graph
+// captures it).
 Tensor Trainer::forward_backward(const data::Batch& batch, int64_t batch_idx, bool will_step) {
   const Tensor loss = strategy_->training_step(*module_, batch, batch_idx);
   if (!loss.defined()) return loss;
@@ -249,9 +250,9 @@ void Trainer::optimizer_step() {
   });
   for_each_callback([&](Callback& cb) { cb.on_before_zero_grad(*this, *module_, optimizer); });
   module_->on_before_zero_grad(optimizer);
-  // cuda_graph: the captured backward accumulates into the gradient buffers it saw, so they
+  // A step executor (a captured backward) accumulates into the gradient buffers it saw, so they
   // stay allocated and are zeroed in place.
-  optimizer.zero_grad(/*set_to_none=*/!options_.cuda_graph);
+  optimizer.zero_grad(/*set_to_none=*/strategy_->step_executor() == nullptr);
 }
 
 void Trainer::step_schedulers(const std::string& interval) {

@@ -131,7 +131,7 @@ void Trainer::setup_strategy() {
 }
 
 Trainer::~Trainer() {
-  graph_step_.reset();  // its memory pool goes back before the device is torn down
+  if (strategy_) strategy_->set_step_executor(nullptr);  // a graph's memory goes back before the device is torn down
   if (accelerator_) accelerator_->teardown();
 }
 

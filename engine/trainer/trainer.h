@@ -135,7 +135,9 @@ class Trainer {
   // bfloat16 or float16 when steps run under autocast (mixed precision), else nullopt.
   std::optional<DType> autocast_dtype() const { return strategy_->precision_plugin().autocast_dtype(); }
   // cuda_graph=true: the graph of the current (or last) fit; null otherwise.
-  const CudaGraphStep* cuda_graph_step() const { return graph_step_.get(); }
+  const CudaGraphStep* cuda_graph_step() const {
+    return dynamic_cast<const CudaGraphStep*>(strategy_->step_executor());
+  }
   LightningModule* lightning_module() const { return module_; }
   data::DataModule* datamodule() const { return datamodule_; }
 
@@ -217,7 +219,6 @@ class Trainer {
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
   int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
   int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
-  std::unique_ptr<CudaGraphStep> graph_step_;  // cuda_graph=true, during fit
 };
 
 }  // namespace tandem::trainer
