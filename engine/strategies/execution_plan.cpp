@@ -88,28 +88,29 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   std::vector<int> indices = acc.accelerator->parse_devices(options.devices);
   // `mpirun -np N tandem fit --trainer.strategy=ddp` on CPUs: devices=auto means "the processes
   // the launcher started on this node" (one process per CPU device), not 1.
-  if (acc.name == "cpu" && options.devices.is_auto() && plan.cluster.launched() && plan.cluster.world_size > 0 &&
+  if (options.devices.is_auto() && plan.cluster.launched() && plan.cluster.world_size > 0 &&
       plan.cluster.world_size % options.num_nodes == 0) {
     const int per_node = plan.cluster.world_size / options.num_nodes;
-    indices.assign(size_t(per_node), 0);  // the CPU accelerator's form: "cpu" once per process
-    if (per_node > 1) {
-      plan.notes.push_back("devices=auto on cpu under " + plan.cluster.name + ": " + std::to_string(per_node) +
-                           " process(es) per node, as launched");
+    if (auto launched = acc.accelerator->auto_devices_as_launched(per_node)) {
+      indices = *launched;
+      if (per_node > 1) {
+        plan.notes.push_back("devices=auto on " + acc.name + " under " + plan.cluster.name + ": " +
+                             std::to_string(per_node) + " process(es) per node, as launched");
+      }
     }
   }
-  if (options.auto_select_gpus && acc.name == "cuda") {
-    if (const int wanted = usable_devices_wanted(options.devices, indices.size()); wanted != 0) {
-      indices = find_usable_cuda_devices(wanted);
-      plan.notes.push_back("auto_select_gpus picked the free CUDA devices " + list_str(indices));
-    } else {
+  if (options.auto_select_gpus) {
+    const int wanted = usable_devices_wanted(options.devices, indices.size());
+    if (auto usable = wanted != 0 ? acc.accelerator->find_usable_devices(wanted) : std::nullopt) {
+      indices = *usable;
+      plan.notes.push_back("auto_select_gpus picked the free " + acc.name + " devices " + list_str(indices));
+    } else if (wanted == 0) {
       plan.notes.push_back("auto_select_gpus has no effect: devices=" + options.devices.str() +
                            " names the GPUs explicitly");
     }
   }
   plan.devices = acc.accelerator->get_parallel_devices(indices);
-  if (acc.name == "cuda") {
-    if (auto note = cuda_visible_devices_note(indices)) plan.notes.push_back(*note);
-  }
+  if (auto note = acc.accelerator->devices_note(indices)) plan.notes.push_back(*note);
 
   StrategyChoice st = select_strategy(
       options.strategy, StrategyContext{acc.name, static_cast<int>(indices.size()), options.num_nodes},
