@@ -100,6 +100,18 @@ TEST_F(StrategiesCli, DdpSpawnStartsTheOtherRankItselfAndLandsWhereDdpLands) {
   EXPECT_NEAR(val_loss(spawn), val_loss(fit("--trainer.strategy=ddp --trainer.devices=2")), 1e-6);
 }
 
+// Two "nodes" on this one machine: each rank is told it is alone on its node (Open MPI's local
+// rank and size), as on two machines with one process each.
+TEST_F(StrategiesCli, Ddp2AtTwoNodesTimesTwoDevicesLandsWhereDdpAtTwoRanksLands) {
+  const std::string as_nodes = std::string(TANDEM_MPIEXEC_PATH) +
+                               " -np 2 env OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=1";
+  const CliRun ddp2 = fit("--trainer.strategy=ddp2 --trainer.devices=2 --trainer.num_nodes=2", as_nodes);
+  EXPECT_TRUE(ddp2.has("ddp2: 2 processes x batch 6 = effective batch 12; each process splits its batch over 2 devices"))
+      << ddp2.output;
+  const double ddp = val_loss(fit("--trainer.strategy=ddp --trainer.devices=2"));
+  EXPECT_NEAR(val_loss(ddp2), ddp, 1e-5 * ddp);
+}
+
 TEST_F(StrategiesCli, PlanAndFitAgreeOnWhatCanTrain) {
   for (const std::string flags : {"--trainer.strategy=dp --trainer.devices=3", "--trainer.strategy=ddp2 --trainer.devices=2",
                                   "--trainer.strategy=dp --trainer.num_nodes=2", "--trainer.strategy=ddp_spawn --trainer.num_nodes=2",
