@@ -12,8 +12,8 @@
 //   state     state_dict / load_state_dict (the precision plugin's loss scaler)
 //   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
 //
-// Registered classes: single_device, ddp, ddp_spawn, horovod (ddp_strategy.h), dp, ddp2
-// (data_parallel_strategy.h). A user's class registered under a new name trains the same way
+// Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
+// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h). A user's class registered under a new name trains the same way
 // (apps/examples/custom_strategy).
 //
 // Strategies see the LightningModule interface (its steps and hooks), never the Trainer.
@@ -83,7 +83,8 @@ class Strategy {
 
   // ---- launch: called by `tandem fit` (and by the Trainer for Spawn) when plan.launch is set ----
   // argv: this program's command line. Relaunch replaces the process (never returns); Spawn
-  // starts the other ranks and returns; External throws ConfigError saying how to start it.
+  // returns and its setup_environment starts the other ranks; External (and the base class)
+  // throws ConfigError saying how to start the job.
   virtual void launch(const ExecutionPlan& plan, const std::vector<std::string>& argv);
 
   // ---- setup ----
@@ -129,7 +130,7 @@ class Strategy {
   // batch (forward_backward = the caller's training_step + backward), else training_step alone
   // (the caller then runs backward).
   StepResult execute_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx,
-                               const std::function<Tensor()>& forward_backward);
+                                   const std::function<Tensor()>& forward_backward);
   // training_step under autocast, then training_step_end when the module defines it; returns
   // the loss (undefined when training_step returned none).
   virtual Tensor training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);

@@ -44,7 +44,7 @@ class MicroBatchStrategy : public tandem::Strategy {
       const int64_t size = total / n + (i < total % n ? 1 : 0);
       const tandem::data::Batch chunk{batch.input.narrow(0, start, size), batch.target.narrow(0, start, size)};
       start += size;
-      const tandem::Tensor loss = run_training_step(module, chunk, batch_idx);
+      const tandem::Tensor loss = call_training_step(module, chunk, batch_idx);
       if (!loss.defined()) return loss;
       losses_.push_back(loss);
       weights_.push_back(double(size) / double(total));
