@@ -189,7 +189,7 @@ void DataParallelStrategy::run_on_devices(LightningModule& root, const std::vect
     }
   };
   // What this thread queued for the replicas (their refreshed weights) is done before they run.
-  if (root_device().is_cuda()) backend_for(root_device()).synchronize(root_device().index);
+  synchronize_root();
   std::vector<std::thread> threads;
   for (size_t i = 1; i < sizes.size(); ++i) threads.emplace_back(work, i);
   work(0);
@@ -198,6 +198,10 @@ void DataParallelStrategy::run_on_devices(LightningModule& root, const std::vect
     if (e) std::rethrow_exception(e);
   }
   merge_logs(root, logs, sizes);
+}
+
+void DataParallelStrategy::synchronize_root() const {
+  if (root_device().is_cuda()) backend_for(root_device()).synchronize(root_device().index);
 }
 
 data::Batch DataParallelStrategy::on_device(const data::Batch& chunk, size_t i) const {
@@ -220,6 +224,7 @@ Tensor DataParallelStrategy::training_step(LightningModule& module, const data::
     const Tensor moved = out.to(root_device());
     on_root.push_back(moved.dim() == 0 ? moved.unsqueeze(0) : moved);
   }
+  synchronize_root();  // the copies read the devices' memory, which their threads reuse next
   {
     autocast::Guard autocast(precision_.autocast_dtype());
     if (std::optional<Tensor> loss = module.training_step_end(cat(on_root, 0), batch)) {
@@ -278,6 +283,7 @@ void DataParallelStrategy::gather_gradients() {
       }
     }
   }
+  synchronize_root();  // the copies are done before the replicas' gradients are freed
   for (const auto& r : replicas_) r->zero_grad(/*set_to_none=*/true);
 }
 
@@ -311,6 +317,7 @@ Tensor DataParallelStrategy::predict_step(LightningModule& module, const data::B
     if (!out.defined()) return Tensor();
     out = out.to(root_device());
   }
+  synchronize_root();
   return cat(outputs, 0);
 }
 

@@ -57,6 +57,9 @@ class DataParallelStrategy : public Strategy {
   // own thread) moves chunk i to device i.
   std::vector<data::Batch> scatter(const data::Batch& batch) const;
   data::Batch on_device(const data::Batch& chunk, size_t i) const;
+  // On CUDA, waits for what the calling (root) thread queued: copies between the root and the
+  // other devices, whose threads otherwise run (and reuse memory) unordered with them.
+  void synchronize_root() const;
   // Runs fn(i, module_i) for every chunk, chunk i on device i's thread (0 on the calling one),
   // with the caller's grad mode and the precision's autocast; log() calls are captured per chunk
   // and merged into `root`'s log when all are done. Rethrows the first failure by device index.
