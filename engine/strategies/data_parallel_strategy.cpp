@@ -132,10 +132,21 @@ void DataParallelStrategy::refresh_replicas(LightningModule& root) {
   NoGradGuard no_grad;
   const auto params = root.parameters();
   const auto buffers = root.buffers();
-  for (const auto& replica : replicas_) {
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const auto& replica = replicas_[i];
     const auto rp = replica->parameters();
     const auto rb = replica->buffers();
-    for (size_t k = 0; k < rp.size(); ++k) Tensor(rp[k]).copy_(params[k]);
+    // A replica on the root's own device (CPU devices) reads the root's weights in place: the
+    // device threads only read them, and the optimizer writes them when no thread runs. Each
+    // keeps its own gradients and buffers.
+    const bool same_device = devices_[i + 1] == root_device();
+    for (size_t k = 0; k < rp.size(); ++k) {
+      if (same_device) {
+        nn::replace_data_in_place(rp[k], params[k]);
+      } else {
+        Tensor(rp[k]).copy_(params[k]);
+      }
+    }
     for (size_t k = 0; k < rb.size() && k < buffers.size(); ++k) Tensor(rb[k]).copy_(buffers[k]);
     replica->train(root.is_training());
   }

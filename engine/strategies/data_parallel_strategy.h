@@ -5,7 +5,7 @@
 // compute stream); gradients are summed onto the root device in a fixed order (root, then
 // replica 1, 2, ...); the optimizer steps there; replicas are refreshed from the root (weights and
 // buffers: BatchNorm statistics follow the root replica, as PyTorch's DataParallel) before every
-// forward.
+// forward. A replica on the root's own device (CPU devices) reads the root's weights in place.
 //
 //   training_step   per-chunk training_step in parallel; with training_step_end, its loss over the
 //                   gathered outputs (backward then runs through every replica's graph); without,
