@@ -17,7 +17,7 @@
 
 #include "engine/data/fashion_mnist.h"
 #include "engine/tensor/generator.h"
-#include "engine/trainer/ddp_training_strategy.h"
+#include "engine/strategies/ddp_strategy.h"
 #include "engine/trainer/trainer.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
@@ -63,7 +63,7 @@ int main(int argc, char** argv) try {
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
   const double rss_mb = trainer.strategy().reduce(double(usage.ru_maxrss) / 1024.0, trainer::ReduceFx::Max);
   double exposed_ms = 0;
-  if (auto* ddp = dynamic_cast<trainer::DDPTrainingStrategy*>(&trainer.strategy()); ddp && ddp->reducer()) {
+  if (auto* ddp = dynamic_cast<DDPStrategy*>(&trainer.strategy()); ddp && ddp->reducer()) {
     exposed_ms = ddp->reducer()->stats().mean_exposed_ms();
   }
   exposed_ms = trainer.strategy().reduce(exposed_ms, trainer::ReduceFx::Mean);

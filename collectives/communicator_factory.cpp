@@ -11,6 +11,7 @@
 #if TANDEM_WITH_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/mpi/mpi_runtime.h"
+#include "collectives/mpi/mpi_spawn.h"
 #endif
 
 namespace tandem::collectives {
@@ -75,6 +76,29 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommO
   return mpi_world;
 #else
   not_built(backend);
+#endif
+}
+
+std::shared_ptr<Communicator> spawn_world(const std::string& program, const std::vector<std::string>& args, int count,
+                                          const std::vector<std::string>& env, const CommOptions& options) {
+#if TANDEM_WITH_MPI
+  MPI_Comm world = mpi::spawn_and_merge(program, args, count, env, options.timeout);
+  auto comm = std::make_shared<MpiCommunicator>(world, options);  // duplicates it
+  MPI_Comm_free(&world);
+  return comm;
+#else
+  not_built(CommBackend::Mpi);
+#endif
+}
+
+std::shared_ptr<Communicator> join_spawned_world(const CommOptions& options) {
+#if TANDEM_WITH_MPI
+  MPI_Comm world = mpi::merge_with_parent(options.timeout);
+  auto comm = std::make_shared<MpiCommunicator>(world, options);
+  MPI_Comm_free(&world);
+  return comm;
+#else
+  not_built(CommBackend::Mpi);
 #endif
 }
 

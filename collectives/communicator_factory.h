@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 
@@ -29,5 +30,14 @@ void init_comm_runtime(CommBackend backend, int* argc = nullptr, char*** argv = 
 // ConfigError when the backend was not built ("built without MPI").
 std::shared_ptr<Communicator> make_communicator(CommBackend backend, const CommOptions& options = {},
                                                 int device_index = -1);
+
+// ddp_spawn: starts `count` more processes running `program args` (MPI_Comm_spawn; `env` lines
+// "KEY=VALUE" added to their environment) and returns the MPI world of this process (rank 0)
+// and them (ranks 1..count). ConfigError when built without MPI; CommError when MPI refuses;
+// the job is aborted when they have not joined within options.timeout.
+std::shared_ptr<Communicator> spawn_world(const std::string& program, const std::vector<std::string>& args, int count,
+                                          const std::vector<std::string>& env, const CommOptions& options = {});
+// In a process spawn_world started: the same world.
+std::shared_ptr<Communicator> join_spawned_world(const CommOptions& options = {});
 
 }  // namespace tandem::collectives

@@ -7,6 +7,7 @@
 // Inputs may come flat ([B, 784]) or as images ([B, 1, 28, 28]); each model reshapes what it
 // needs in prepare_input, so one data module serves every model.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include <yaml-cpp/yaml.h>
@@ -32,8 +33,13 @@ class ImageClassifier : public trainer::LightningModule {
   void validation_step(const data::Batch& batch, int64_t batch_idx) override;
   void test_step(const data::Batch& batch, int64_t batch_idx) override;
   trainer::OptimizerConfig configure_optimizers() override;
+  // dp/ddp2's copies: a model built again from the same configuration (make_model sets it).
+  std::shared_ptr<trainer::LightningModule> make_replica() const override {
+    return replica_factory ? replica_factory() : nullptr;
+  }
 
   std::shared_ptr<nn::Sequential> net;
+  std::function<std::shared_ptr<trainer::LightningModule>()> replica_factory;
 
  protected:
   explicit ImageClassifier(OptimizationConfig optimization);

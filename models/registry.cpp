@@ -91,7 +91,14 @@ std::shared_ptr<trainer::LightningModule> make_model(const YAML::Node& config) {
                                       config["lr_scheduler"] ? YAML::Clone(config["lr_scheduler"]) : YAML::Node()}
                  : OptimizationConfig::defaults();
   for (const auto& e : model_registry()) {
-    if (lower_case(e.spec.name) == lower_case(name)) return e.build(section, optimization);
+    if (lower_case(e.spec.name) != lower_case(name)) continue;
+    std::shared_ptr<trainer::LightningModule> model = e.build(section, optimization);
+    if (auto* classifier = dynamic_cast<ImageClassifier*>(model.get())) {
+      classifier->replica_factory = [build = e.build, section = YAML::Clone(section), optimization] {
+        return build(section, optimization);
+      };
+    }
+    return model;
   }
   throw ConfigError("--model=" + name + " is not registered");
 }

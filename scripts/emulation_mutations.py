@@ -27,7 +27,12 @@ MUTATIONS = [
     ("kernels/cuda/softmax_kernels.cuh",
      "v += __shfl_xor_sync(kFullMask, v, mask);",
      "v += __shfl_xor_sync(kFullMask, v, mask == 1 ? 3 : mask);",
-     "wrong shuffle offset: the softmax warp sum's last xor butterfly step pairs lanes 3 apart"),
+     "equivalent mutant: the softmax warp sum's last xor step pairs lanes 3 apart (after the steps"
+     " 16..2 the lanes l and l^3 hold the two halves, so the sum is unchanged: not a bug)"),
+    ("kernels/cuda/softmax_kernels.cuh",
+     "v += __shfl_xor_sync(kFullMask, v, mask);",
+     "v += __shfl_xor_sync(kFullMask, v, mask >> 1);",
+     "wrong shuffle offset: the softmax warp sum's xor steps halved (8, 4, 2, 1, 0)"),
     ("kernels/cuda/conv_pool_cuda.cu",
      "cuda::launch<channel_sum_kernel<T>>(unsigned(channels),",
      "cuda::launch<channel_sum_kernel<T>>(unsigned(channels - 1),",

@@ -8,13 +8,11 @@
 
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
-#include "collectives/communicator_factory.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
 #include "engine/io/atomic_file.h"
 #include "engine/ops/ops.h"
-#include "engine/strategies/mpirun_launcher.h"
 #include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/registry.h"
@@ -101,24 +99,19 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const data::FashionMNISTOptions data_options = data_options_from_config(config);
   std::shared_ptr<trainer::LightningModule> model = models::make_model(config);
   data::FashionMNISTDataModule datamodule(data_options);
-  // Several processes asked for and none launched us (ddp with devices > 1 started by hand):
-  // become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script.
+  // Planned once: the plan's strategy launches the job when it needs processes nobody started
+  // (ddp: become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script), and the
+  // Trainer trains with the same live objects.
   trainer::validate_trainer_options(trainer_options);
   refuse_training_when_simulating("start a Trainer");  // before a relaunch could multiply the refusal
-  const ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
-  if (plan.launch && plan.strategy_implemented) {
-    if (!collectives::comm_backend_compiled_in(collectives::CommBackend::Mpi)) {
-      throw ConfigError("strategy=" + plan.strategy + " needs " + std::to_string(plan.world_size) +
-                        " processes, but Tandem was built without MPI, which starts and connects them; install "
-                        "Open MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or train with "
-                        "--trainer.devices=1");
-    }
+  ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
+  if (plan.launch && plan.live_strategy->launch_kind() != LaunchKind::Spawn) {
     std::vector<std::string> argv{"tandem", stage};
     argv.insert(argv.end(), args.begin(), args.end());
-    relaunch_with_mpirun(plan, argv);
+    plan.live_strategy->launch(plan, argv);
   }
   if (stage == "fit") trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));
-  trainer::Trainer trainer(std::move(trainer_options));
+  trainer::Trainer trainer(std::move(trainer_options), std::move(plan));
   const std::string ckpt_path = ckpt_path_of(config);
 
   if (stage == "fit") {

@@ -7,10 +7,12 @@
 // free of side effects.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/accelerators/devices_spec.h"
+#include "engine/tensor/device.h"
 
 namespace tandem {
 
@@ -45,6 +47,18 @@ class Accelerator {
   // The number of devices `devices="auto"` means.
   virtual int auto_device_count() const = 0;
 
+  // devices="auto" in a job whose launcher started `processes_per_node` processes on each node:
+  // the parsed form, when the hardware counts devices as processes (CPU); nullopt keeps
+  // parse_devices("auto").
+  virtual std::optional<std::vector<int>> auto_devices_as_launched(int /*processes_per_node*/) const {
+    return std::nullopt;
+  }
+  // auto_select_gpus: the first n devices (-1: every one) that are free now; nullopt when the
+  // hardware has no notion of busy devices (the option then changes nothing).
+  virtual std::optional<std::vector<int>> find_usable_devices(int /*n*/) const { return std::nullopt; }
+  // A note for the log about the selected indices (CUDA: what CUDA_VISIBLE_DEVICES maps them to).
+  virtual std::optional<std::string> devices_note(const std::vector<int>& /*indices*/) const { return std::nullopt; }
+
   // Whether this hardware can be used by this process at all.
   virtual bool is_available() const = 0;
 
@@ -55,7 +69,12 @@ class Accelerator {
   // Optional per-device statistics; empty when the hardware reports none.
   virtual DeviceStats get_device_stats(const AcceleratorDevice& /*device*/) const { return {}; }
 
-  // Called once per process before training, with the device this process drives.
+  // The tensor device that holds this device's data, or nullopt when Tandem has no kernel
+  // backend for this hardware (it can be planned, not trained on).
+  virtual std::optional<Device> tensor_device(const AcceleratorDevice& /*device*/) const { return std::nullopt; }
+
+  // Called before training with the device the calling thread drives: once per process, and
+  // by dp's worker threads for their own devices.
   virtual void setup_device(const AcceleratorDevice& /*device*/) {}
 
   // Called once per process after training; releases what setup_device acquired.

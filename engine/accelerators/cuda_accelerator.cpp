@@ -134,6 +134,12 @@ DeviceStats CUDAAccelerator::get_device_stats(const AcceleratorDevice& device) c
   return stats;
 }
 
+std::optional<std::vector<int>> CUDAAccelerator::find_usable_devices(int n) const { return find_usable_cuda_devices(n); }
+
+std::optional<std::string> CUDAAccelerator::devices_note(const std::vector<int>& indices) const {
+  return cuda_visible_devices_note(indices);
+}
+
 void CUDAAccelerator::setup_device(const AcceleratorDevice& device) {
   refuse_training_when_simulating("train on " + device.str());
   cuda::set_current_device(device.index);

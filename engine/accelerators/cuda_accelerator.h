@@ -51,6 +51,10 @@ class CUDAAccelerator : public Accelerator {
   // utilization_percent when NVML reports it, and whatever the registered allocator stats
   // provider adds (memory allocated and reserved by Tandem's caching allocator).
   DeviceStats get_device_stats(const AcceleratorDevice& device) const override;
+  std::optional<Device> tensor_device(const AcceleratorDevice& device) const override { return Device::cuda(device.index); }
+  // find_usable_cuda_devices and cuda_visible_devices_note, below.
+  std::optional<std::vector<int>> find_usable_devices(int n) const override;
+  std::optional<std::string> devices_note(const std::vector<int>& indices) const override;
   void setup_device(const AcceleratorDevice& device) override;
 };
 

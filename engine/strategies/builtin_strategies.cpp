@@ -1,77 +1,33 @@
-// The four strategies registered today. Their descriptions say honestly what exists: the
-// planning rules are here; the training code of ddp/ddp_spawn is the Trainer's
-// DDPTrainingStrategy (engine/trainer/ddp_training_strategy.h); dp's is still to come.
+// The registry of built-in strategies and the `strategy=` resolution. Each name maps to the
+// one class that plans, launches and trains it.
 #include "engine/core/error.h"
-#include "engine/strategies/strategy.h"
+#include "engine/strategies/data_parallel_strategy.h"
+#include "engine/strategies/ddp2_strategy.h"
+#include "engine/strategies/ddp_strategy.h"
+#include "engine/strategies/single_device_strategy.h"
 
 namespace tandem {
-
-namespace {
-
-class SingleDeviceStrategy : public Strategy {
- public:
-  std::string name() const override { return "single_device"; }
-  int processes_per_node(int) const override { return 1; }
-  void validate(const StrategyContext& c) const override {
-    if (c.num_devices != 1 || c.num_nodes != 1) {
-      throw ConfigError("strategy=single_device runs one process on one device, but " +
-                        std::to_string(c.num_devices) + " device(s) x " +
-                        std::to_string(c.num_nodes) + " node(s) were asked for; use "
-                        "--trainer.strategy=ddp (or auto), or --trainer.devices=1 --trainer.num_nodes=1");
-    }
-  }
-  bool implemented() const override { return true; }  // the Trainer's plain loop
-};
-
-// One process per device on every node; gradients averaged across all of them.
-class DDPStrategy : public Strategy {
- public:
-  explicit DDPStrategy(std::string name) : name_(std::move(name)) {}
-  std::string name() const override { return name_; }
-  int processes_per_node(int num_devices) const override { return num_devices; }
-  bool implemented() const override { return true; }  // DDPTrainingStrategy + Reducer
-  std::string launcher() const override { return "mpirun"; }
-
- private:
-  std::string name_;
-};
-
-// One process drives every device of its node: the batch is split across them and outputs
-// gathered on the first (root) device.
-class DataParallelStrategy : public Strategy {
- public:
-  std::string name() const override { return "dp"; }
-  int processes_per_node(int) const override { return 1; }
-  void validate(const StrategyContext& c) const override {
-    if (c.accelerator != "cuda") {
-      throw ConfigError("strategy=dp splits each batch across several GPUs inside one process; "
-                        "it needs accelerator=cuda, not " + c.accelerator + " (on CPU, devices "
-                        "counts processes: use --trainer.strategy=ddp)");
-    }
-    if (c.num_nodes != 1) {
-      throw ConfigError("strategy=dp runs on one node, but num_nodes=" +
-                        std::to_string(c.num_nodes) + "; use --trainer.strategy=ddp across nodes");
-    }
-  }
-  bool implemented() const override { return false; }  // scatter/gather: DP issue
-};
-
-}  // namespace
 
 StrategyRegistry& strategy_registry() {
   static StrategyRegistry* registry = [] {
     auto* r = new StrategyRegistry();
-    r->add("single_device", "one process on one device (the Trainer's plain loop)",
+    r->add("single_device", "one process on one device (the plain loop; the only one a CUDA graph can capture)",
            [](const InitParams&) { return std::make_unique<SingleDeviceStrategy>(); });
-    r->add("ddp", "one process per device, launched by mpirun/srun, gradients averaged in buckets "
-                  "overlapped with backward",
-           [](const InitParams&) { return std::make_unique<DDPStrategy>("ddp"); });
-    r->add("ddp_spawn", "like ddp; here the processes are also started through mpirun, since a "
-                        "C++ program has no spawn-and-pickle",
-           [](const InitParams&) { return std::make_unique<DDPStrategy>("ddp_spawn"); });
-    r->add("dp", "one process, batch split across the GPUs of one node, outputs gathered on the "
-                 "root device (planning only for now: training lands with the DP issue)",
+    r->add("ddp", "one process per device (mpirun/srun, or relaunched through mpirun), gradients averaged in "
+                  "buckets overlapped with backward; effective batch = batch x devices x num_nodes",
+           [](const InitParams&) { return std::make_unique<DDPStrategy>(); });
+    r->add("ddp_spawn", "like ddp, but the first process spawns the others (MPI_Comm_spawn, no mpirun) and trains "
+                        "as rank 0, so the caller's model is the trained one; one node",
+           [](const InitParams&) { return std::make_unique<DDPSpawnStrategy>(); });
+    r->add("horovod", "one process per device started by mpirun/horovodrun (never relaunched), gradients averaged "
+                      "over MPI in fusion buckets; effective batch = batch x devices x num_nodes",
+           [](const InitParams&) { return std::make_unique<HorovodStrategy>(); });
+    r->add("dp", "one process, each batch split across its devices (GPUs, or CPU devices on threads), gradients "
+                 "summed on the root device; effective batch = batch x num_nodes",
            [](const InitParams&) { return std::make_unique<DataParallelStrategy>(); });
+    r->add("ddp2", "dp inside each node (one process per node over its devices), ddp across nodes (root "
+                   "gradients averaged); effective batch = batch x num_nodes",
+           [](const InitParams&) { return std::make_unique<DDP2Strategy>(); });
     return r;
   }();
   return *registry;
@@ -97,8 +53,7 @@ StrategyChoice select_strategy(const std::string& requested, const StrategyConte
       name = "single_device";
     } else {
       name = "ddp";
-      choice.notes.push_back("strategy=auto picked ddp: " + std::to_string(context.num_devices) +
-                             " devices");
+      choice.notes.push_back("strategy=auto picked ddp: " + std::to_string(context.num_devices) + " devices");
     }
   } else if (!registry.contains(name)) {
     throw ConfigError("unknown strategy '" + requested + "'; choose auto or a registered strategy: " +

@@ -37,6 +37,19 @@ std::optional<ClusterEnvironment> open_mpi(const EnvLookup& env) {
   return c;
 }
 
+// A process started by ddp_spawn's first process (MPI_Comm_spawn): Open MPI's variables describe
+// the spawned group (ranks 0..W-2); in the job the spawner is rank 0, so each is one higher.
+std::optional<ClusterEnvironment> spawned(const EnvLookup& env) {
+  if (!is_set(env, "TANDEM_SPAWN_WORLD_SIZE")) return {};
+  ClusterEnvironment c;
+  c.name = "spawn";
+  c.world_size = read_int(env, "TANDEM_SPAWN_WORLD_SIZE", 1);
+  c.global_rank = read_int(env, "OMPI_COMM_WORLD_RANK", 0) + 1;
+  c.local_rank = c.global_rank;  // spawned on the spawner's node
+  c.node_rank = 0;
+  return c;
+}
+
 std::optional<ClusterEnvironment> slurm(const EnvLookup& env) {
   if (!is_set(env, "SLURM_PROCID") || !is_set(env, "SLURM_NTASKS")) return {};
   ClusterEnvironment c;
@@ -94,7 +107,7 @@ EnvLookup process_environment() {
 }
 
 ClusterEnvironment detect_cluster_environment(const EnvLookup& env) {
-  for (auto detect : {open_mpi, pmix, torchrun, slurm}) {
+  for (auto detect : {spawned, open_mpi, pmix, torchrun, slurm}) {
     if (auto c = detect(env)) {
       check_consistent(*c);
       return *c;

@@ -10,6 +10,9 @@
 //   torchrun   RANK + WORLD_SIZE + LOCAL_RANK       RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK
 //   slurm      SLURM_PROCID + SLURM_NTASKS          SLURM_PROCID, SLURM_STEP_NUM_TASKS (else
 //                                                   SLURM_NTASKS), SLURM_LOCALID, SLURM_NODEID
+//   spawn      TANDEM_SPAWN_WORLD_SIZE              set by ddp_spawn for the processes it spawns:
+//                                                   that size / OMPI_COMM_WORLD_RANK + 1 / the
+//                                                   same / 0 (the spawner is rank 0)
 //   local      none of the above                    1 / 0 / 0 / 0
 //
 // The first match in that order wins: mpirun under SLURM still sets OMPI_*, and torchrun
@@ -22,7 +25,7 @@
 namespace tandem {
 
 struct ClusterEnvironment {
-  std::string name = "local";   // openmpi, pmix, torchrun, slurm, local
+  std::string name = "local";   // spawn, openmpi, pmix, torchrun, slurm, local
   int world_size = 1;           // -1 when the variables do not say (pmix without slurm)
   int global_rank = 0;
   int local_rank = 0;           // -1 when unknown

@@ -88,34 +88,34 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   std::vector<int> indices = acc.accelerator->parse_devices(options.devices);
   // `mpirun -np N tandem fit --trainer.strategy=ddp` on CPUs: devices=auto means "the processes
   // the launcher started on this node" (one process per CPU device), not 1.
-  if (acc.name == "cpu" && options.devices.is_auto() && plan.cluster.launched() && plan.cluster.world_size > 0 &&
+  if (options.devices.is_auto() && plan.cluster.launched() && plan.cluster.world_size > 0 &&
       plan.cluster.world_size % options.num_nodes == 0) {
     const int per_node = plan.cluster.world_size / options.num_nodes;
-    indices.assign(size_t(per_node), 0);  // the CPU accelerator's form: "cpu" once per process
-    if (per_node > 1) {
-      plan.notes.push_back("devices=auto on cpu under " + plan.cluster.name + ": " + std::to_string(per_node) +
-                           " process(es) per node, as launched");
+    if (auto launched = acc.accelerator->auto_devices_as_launched(per_node)) {
+      indices = *launched;
+      if (per_node > 1) {
+        plan.notes.push_back("devices=auto on " + acc.name + " under " + plan.cluster.name + ": " +
+                             std::to_string(per_node) + " process(es) per node, as launched");
+      }
     }
   }
-  if (options.auto_select_gpus && acc.name == "cuda") {
-    if (const int wanted = usable_devices_wanted(options.devices, indices.size()); wanted != 0) {
-      indices = find_usable_cuda_devices(wanted);
-      plan.notes.push_back("auto_select_gpus picked the free CUDA devices " + list_str(indices));
-    } else {
+  if (options.auto_select_gpus) {
+    const int wanted = usable_devices_wanted(options.devices, indices.size());
+    if (auto usable = wanted != 0 ? acc.accelerator->find_usable_devices(wanted) : std::nullopt) {
+      indices = *usable;
+      plan.notes.push_back("auto_select_gpus picked the free " + acc.name + " devices " + list_str(indices));
+    } else if (wanted == 0) {
       plan.notes.push_back("auto_select_gpus has no effect: devices=" + options.devices.str() +
                            " names the GPUs explicitly");
     }
   }
   plan.devices = acc.accelerator->get_parallel_devices(indices);
-  if (acc.name == "cuda") {
-    if (auto note = cuda_visible_devices_note(indices)) plan.notes.push_back(*note);
-  }
+  if (auto note = acc.accelerator->devices_note(indices)) plan.notes.push_back(*note);
 
   StrategyChoice st = select_strategy(
       options.strategy, StrategyContext{acc.name, static_cast<int>(indices.size()), options.num_nodes},
       strategies);
   plan.strategy = st.name;
-  plan.strategy_implemented = st.strategy->implemented();
   plan.notes.insert(plan.notes.end(), st.notes.begin(), st.notes.end());
   plan.processes_per_node = st.strategy->processes_per_node(static_cast<int>(indices.size()));
   plan.world_size = plan.processes_per_node * plan.num_nodes;
@@ -123,11 +123,15 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   PrecisionChoice prec = resolve_precision(requested_precision, acc.name);
   plan.precision = prec.precision;
   if (prec.note) plan.notes.push_back(*prec.note);
+  st.strategy->validate_precision(plan.precision);
 
   if (plan.cluster.launched()) {
     check_against_launcher(plan);
   } else if (plan.world_size > 1) {
-    plan.launch = launch_command(plan, program);
+    plan.launch = st.strategy->launch_kind() == LaunchKind::Spawn
+                      ? program + " (rank 0; it spawns the other " + std::to_string(plan.world_size - 1) +
+                            " with MPI_Comm_spawn)"
+                      : launch_command(plan, program);
   }
   // One process per device: the local rank picks the device. A process that drives all its
   // node's devices (dp, single_device) is reported by its first, root device. A job still to
@@ -140,6 +144,8 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   } else if (plan.processes_per_node == 1) {
     plan.process_device = plan.devices.front();
   }
+  plan.live_accelerator = std::move(acc.accelerator);
+  plan.live_strategy = std::move(st.strategy);
   return plan;
 }
 
@@ -155,8 +161,12 @@ std::string ExecutionPlan::to_json(int indent) const {
   j["precision"] = precision_name(precision);
   j["cluster_environment"] = cluster.name;
   j["launch"] = launch ? nlohmann::ordered_json(*launch) : nlohmann::ordered_json(nullptr);
+  if (live_strategy) {
+    static const char* kLaunchers[] = {"none", "mpirun relaunch", "external (mpirun/horovodrun)", "spawn"};
+    j["launcher"] = kLaunchers[static_cast<int>(live_strategy->launch_kind())];
+  }
   j["processes_per_node"] = processes_per_node;
-  j["strategy_implemented"] = strategy_implemented;
+  j["devices_per_process"] = processes_per_node > 0 ? devices.size() / size_t(processes_per_node) : 0;
   j["global_rank"] = cluster.global_rank;
   j["local_rank"] = cluster.local_rank;
   j["node_rank"] = cluster.node_rank;

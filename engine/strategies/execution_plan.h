@@ -1,12 +1,14 @@
 // ExecutionPlan: the answer to "what will run where" for a set of trainer flags, computed
-// without touching MPI or training anything. `tandem plan` prints it as JSON; the Trainer uses
-// the same function, so the plan is what actually runs.
+// without touching MPI or training anything. It holds the run's live Accelerator and Strategy,
+// built once here: `tandem plan` prints what they say, and the Trainer trains with the same two
+// objects, so the plan is what actually runs.
 //
 // Order of resolution: accelerator (auto/gpu/name) -> devices (parsed by that accelerator,
 // optionally narrowed to free GPUs) -> strategy (auto rules, validity) -> precision (CPU
 // fallbacks) -> cluster environment (launcher variables; devices x num_nodes must match the
 // launcher's world size) -> the device this process drives.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +38,6 @@ struct ExecutionPlan {
   std::string accelerator;                      // "cpu", "cuda", ...
   std::vector<AcceleratorDevice> devices;       // per node; cpu repeats "cpu" once per process
   std::string strategy;
-  bool strategy_implemented = false;            // false: plannable, cannot train yet
   int num_nodes = 1;
   int processes_per_node = 1;
   int world_size = 1;                           // processes in the whole job
@@ -45,6 +46,9 @@ struct ExecutionPlan {
   std::optional<AcceleratorDevice> process_device;  // what this process drives, when known
   std::optional<std::string> launch;            // how to start the job when it needs launching
   std::vector<std::string> notes;               // choices made and warnings, for the log
+  // The objects that train: built once by plan_execution, used by the Trainer as they are.
+  std::shared_ptr<Accelerator> live_accelerator;
+  std::shared_ptr<Strategy> live_strategy;
 
   // One JSON object: accelerator, devices, num_devices, strategy, num_nodes, world_size,
   // precision, cluster_environment, launch, then the details (ranks, notes, ...).

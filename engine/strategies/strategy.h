@@ -1,36 +1,174 @@
-// Strategy: how training is spread over the selected devices and nodes — how many processes
-// run on each node and what each one drives. The registered strategies are single_device, ddp,
-// ddp_spawn and dp. This file holds what planning needs (process counts and validity); the
-// training behaviour is the Trainer's TrainingStrategy (DDP's Reducer is reducer.h here; DP's
-// scatter/gather is still to come), and implemented() says whether a strategy can train yet.
+// Strategy: how training is spread over the selected devices and nodes, as one object per run.
+// The registry maps a name to one class; planning builds one instance, and the Trainer trains
+// with that same instance (Lightning's shape):
+//
+//   plan      processes_per_node, validate, validate_precision, launch_kind   (pure, `tandem plan`)
+//   launch    launch(): relaunch under mpirun, spawn the other ranks, or refuse (a job that
+//             must be started by a launcher)
+//   setup     setup_environment (devices, communicator), setup_module (move, replicate, Reducer)
+//   steps     batch_to_device, training_step / validation_step / test_step / predict_step
+//             (under the precision plugin's autocast), backward, optimizer_step
+//   collect   reduce (sync_dist), reduce_any, barrier, broadcast_from_zero, all_gather
+//   state     state_dict / load_state_dict (the precision plugin's loss scaler)
+//   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
+//
+// Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
+// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h). A user's class registered under a new name trains the same way
+// (apps/examples/custom_strategy).
+//
+// Strategies see the LightningModule interface (its steps and hooks), never the Trainer.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/accelerators/accelerator.h"
 #include "engine/accelerators/named_registry.h"
+#include "engine/accelerators/precision.h"
+#include "engine/data/batch.h"
+#include "engine/optim/optimizer.h"
+#include "engine/strategies/cluster_environment.h"
+#include "engine/strategies/precision_plugin.h"
+#include "engine/strategies/step_executor.h"
+#include "engine/trainer/lightning_module.h"
 
 namespace tandem {
 
-// What a strategy is asked to run on.
+struct ExecutionPlan;
+
+// What a strategy is asked to run on, at planning time.
 struct StrategyContext {
   std::string accelerator;  // "cpu", "cuda", ...
   int num_devices = 1;      // devices per node, after parsing
   int num_nodes = 1;
 };
 
+// How a job of several processes comes to exist.
+enum class LaunchKind {
+  None,      // one process; nothing to launch
+  Relaunch,  // started by hand, the program re-runs itself under mpirun (ddp, ddp2)
+  External,  // must be started by mpirun / horovodrun; never relaunched (horovod)
+  Spawn,     // the starting process spawns the other ranks and is rank 0 (ddp_spawn)
+};
+
+// What setup_environment needs, from the plan and the trainer options.
+struct StrategyEnvironment {
+  std::shared_ptr<Accelerator> accelerator;      // the run's live accelerator
+  std::vector<AcceleratorDevice> devices;        // this process's devices, root first
+  std::vector<Device> tensor_devices;            // the same, as tensor devices
+  Precision precision = Precision::Float32True;
+  int world_size = 1;                            // processes in the job
+  int num_nodes = 1;
+  ClusterEnvironment cluster;
+  std::string process_group_backend = "auto";    // auto | mpi | nccl | local
+  double collective_timeout_s = 600.0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
+
+  // ---- planning: pure ----
   virtual std::string name() const = 0;
   // Processes this strategy runs on one node with `num_devices` devices.
   virtual int processes_per_node(int num_devices) const = 0;
   // Throws ConfigError when the strategy cannot run on this context.
   virtual void validate(const StrategyContext& /*context*/) const {}
-  // False while the strategy is registered for planning but its training code has not landed.
-  virtual bool implemented() const = 0;
-  // How the processes are started when more than one is needed: "mpirun" or "none".
-  virtual std::string launcher() const { return "none"; }
+  // Throws ConfigError for a precision this strategy refuses (dp: 16-mixed).
+  virtual void validate_precision(Precision /*precision*/) const {}
+  virtual LaunchKind launch_kind() const { return LaunchKind::None; }
+
+  // ---- launch: called by `tandem fit` (and by the Trainer for Spawn) when plan.launch is set ----
+  // argv: this program's command line. Relaunch replaces the process (never returns); Spawn
+  // returns and its setup_environment starts the other ranks; External (and the base class)
+  // throws ConfigError saying how to start the job.
+  virtual void launch(const ExecutionPlan& plan, const std::vector<std::string>& argv);
+
+  // ---- setup ----
+  // Once per run, on this process: devices, precision plugin, communicator.
+  virtual void setup_environment(const StrategyEnvironment& env);
+  // Moves the module to root_device()/compute_dtype() (ddp: broadcasts rank 0's weights and
+  // installs the Reducer's hooks; dp: builds the replicas). Called at the start of every stage.
+  virtual void setup_module(trainer::LightningModule& module);
+  virtual void teardown() {}
+
+  // ---- who and where ----
+  virtual int world_size() const { return 1; }
+  virtual int global_rank() const { return 0; }
+  virtual int local_rank() const { return 0; }
+  virtual int node_rank() const { return 0; }
+  bool is_global_zero() const { return global_rank() == 0; }
+  // Devices this process computes on (dp/ddp2: several); the first is the root.
+  int devices_per_process() const { return static_cast<int>(devices_.size()); }
+  Device root_device() const { return devices_.front(); }
+  // Float64 for 64-true, else Float32 (mixed precision keeps float32 weights).
+  DType compute_dtype() const { return precision_.compute_dtype(); }
+  PrecisionPlugin& precision_plugin() { return precision_; }
+  const PrecisionPlugin& precision_plugin() const { return precision_; }
+  // True when one step can be captured into a CUDA graph (one GPU in one process).
+  virtual bool can_capture_step() const { return false; }
+  // The step executor plugin; null runs steps eagerly.
+  void set_step_executor(std::unique_ptr<StepExecutor> executor) { executor_ = std::move(executor); }
+  StepExecutor* step_executor() const { return executor_.get(); }
+
+  // ---- steps ----
+  // The batch on the root device; floating inputs and targets cast to compute_dtype().
+  virtual data::Batch batch_to_device(const data::Batch& batch) const;
+  // The batch of a training step: batch_to_device, then the step executor's static tensors when
+  // it keeps some and they fit.
+  data::Batch training_batch(const data::Batch& host_batch);
+  // Before each training_step (ddp: broadcast rank 0's buffers).
+  virtual void before_training_step(trainer::LightningModule& /*module*/) {}
+  struct StepResult {
+    Tensor loss;
+    bool backward_done = false;  // the executor ran forward_backward, backward included
+  };
+  // One training step on training_batch()'s batch: through the step executor when it staged the
+  // batch (forward_backward = the caller's training_step + backward), else training_step alone
+  // (the caller then runs backward).
+  StepResult execute_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx,
+                                   const std::function<Tensor()>& forward_backward);
+  // training_step under autocast, then training_step_end when the module defines it; returns
+  // the loss (undefined when training_step returned none).
+  virtual Tensor training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  virtual void validation_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  virtual void test_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  virtual Tensor predict_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  // Backward of loss * factor (factor: 1 / accumulate_grad_batches), scaled by the precision
+  // plugin. will_step: false while accumulating (ddp skips the allreduce then, as no_sync).
+  virtual void backward(const Tensor& loss, double factor, bool will_step);
+  // Waits for gradient reductions, unscales (16-mixed), calls before_step(skipping) (hooks,
+  // clipping), then steps unless an inf/NaN gradient makes the precision plugin skip it.
+  virtual void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool skipping)>& before_step);
+
+  // ---- collectives for logging and decisions ----
+  virtual double reduce(double value, trainer::ReduceFx /*reduce_fx*/) const { return value; }
+  virtual bool reduce_any(bool decision) const { return decision; }
+  virtual void barrier(const std::string& /*where*/) const {}
+  virtual int64_t broadcast_from_zero(int64_t value) const { return value; }
+  // [world_size, *shape] in rank order (Lightning's all_gather).
+  virtual Tensor all_gather(const Tensor& tensor) const { return tensor.detach().unsqueeze(0).clone(); }
+
+  // ---- state ----
+  virtual nlohmann::json state_dict() const;
+  virtual void load_state_dict(const nlohmann::json& state);
+  // A line for the end-of-fit summary; empty when there is nothing to say.
+  virtual std::string summary() const { return ""; }
+  // How the effective batch comes about, for the fit banner.
+  virtual std::string describe_batch(int64_t batch_size, int64_t accumulate) const;
+
+ protected:
+  // Runs the step of `module` on `batch` in the current thread (autocast on).
+  Tensor call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+
+  StrategyEnvironment env_;
+  std::vector<Device> devices_{Device::cpu()};
+  PrecisionPlugin precision_;
+  std::unique_ptr<StepExecutor> executor_;
+  bool staged_ = false;  // the current training batch is the executor's
 };
 
 class StrategyRegistry : public NamedRegistry<Strategy> {
@@ -38,7 +176,7 @@ class StrategyRegistry : public NamedRegistry<Strategy> {
   StrategyRegistry() : NamedRegistry<Strategy>("strategy") {}
 };
 
-// The process-wide registry with single_device, ddp, ddp_spawn and dp in it.
+// The process-wide registry with the built-in strategies in it.
 StrategyRegistry& strategy_registry();
 
 struct StrategyChoice {
@@ -55,5 +193,8 @@ StrategyChoice select_strategy(const std::string& requested, const StrategyConte
 
 // Throws ConfigError unless num_nodes is a positive integer.
 void validate_num_nodes(int num_nodes);
+
+// The batch moved to `device`; floating inputs and targets cast to `dtype`.
+data::Batch move_batch(const data::Batch& batch, Device device, DType dtype);
 
 }  // namespace tandem

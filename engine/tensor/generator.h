@@ -18,7 +18,24 @@ struct Generator {
   }
 };
 
+// The calling thread's default generator: the process-wide one, unless a ThreadGenerator is
+// alive on this thread.
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // resets the default generator to (seed, 0)
+
+// For its lifetime, the calling thread draws from a generator of its own, starting at `start`
+// (dp's device threads: each replica's dropout reads its own part of the stream, with no race
+// on the shared offset).
+class ThreadGenerator {
+ public:
+  explicit ThreadGenerator(Generator start);
+  ~ThreadGenerator();
+  ThreadGenerator(const ThreadGenerator&) = delete;
+  ThreadGenerator& operator=(const ThreadGenerator&) = delete;
+
+ private:
+  Generator own_;
+  Generator* previous_;
+};
 
 }  // namespace tandem

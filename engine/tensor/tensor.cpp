@@ -43,10 +43,17 @@ int wrap_dim(int dim, int ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
+namespace {
+thread_local Generator* t_generator = nullptr;
+}  // namespace
+
 Generator& default_generator() {
   static Generator g;
-  return g;
+  return t_generator ? *t_generator : g;
 }
+
+ThreadGenerator::ThreadGenerator(Generator start) : own_(start), previous_(t_generator) { t_generator = &own_; }
+ThreadGenerator::~ThreadGenerator() { t_generator = previous_; }
 void manual_seed(uint64_t seed) { default_generator() = Generator{seed, 0}; }
 
 TensorImpl& Tensor::impl() const {

@@ -47,7 +47,7 @@ nlohmann::json Trainer::dump_trainer_state() {
   if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
   const Generator& g = default_generator();
   s["generator"] = {{"seed", g.seed}, {"offset", g.offset}};
-  if (grad_scaler_) s["grad_scaler"] = grad_scaler_->state_dict();
+  for (const auto& [key, value] : strategy_->state_dict().items()) s[key] = value;  // the loss scaler
   s["callbacks"] = nlohmann::json::object();
   for (const auto& cb : callbacks_) {
     nlohmann::json state = cb->state_dict();
@@ -204,7 +204,7 @@ void Trainer::restore_fit_state(const std::string& path) {
     default_generator().seed = g.at("seed").get<uint64_t>();
     default_generator().offset = g.at("offset").get<uint64_t>();
     // A 16-mixed run resumes with the loss scale it had learned (absent: the default scale).
-    if (grad_scaler_ && s.contains("grad_scaler")) grad_scaler_->load_state_dict(s.at("grad_scaler"));
+    strategy_->load_state_dict(s);
 
     const nlohmann::json& cbs = s.value("callbacks", nlohmann::json::object());
     for (const auto& cb : callbacks_) {

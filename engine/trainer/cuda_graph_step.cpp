@@ -17,11 +17,12 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-CudaGraphStep::CudaGraphStep(int device, int warmup_steps) : device_(device), warmup_steps_(warmup_steps) {}
+CudaGraphStep::CudaGraphStep(int device, LoggerConnector& logs, int warmup_steps)
+    : device_(device), logs_(logs), warmup_steps_(warmup_steps) {}
 
 CudaGraphStep::~CudaGraphStep() = default;
 
-std::optional<data::Batch> CudaGraphStep::stage(const data::Batch& host_batch) {
+std::optional<data::Batch> CudaGraphStep::stage(const data::Batch& batch) {
   if (phase_ == Phase::Off) return std::nullopt;
   if (!static_batch_.input.defined()) {
     // Tensors of our own, never the caller's: Tensor::to returns a batch already on this device
@@ -33,23 +34,23 @@ std::optional<data::Batch> CudaGraphStep::stage(const data::Batch& host_batch) {
       copy.copy_(t);
       return copy;
     };
-    static_batch_ = data::Batch{own_copy(host_batch.input), own_copy(host_batch.target)};
+    static_batch_ = data::Batch{own_copy(batch.input), own_copy(batch.target)};
     return static_batch_;
   }
-  if (!same_layout(static_batch_.input, host_batch.input) || !same_layout(static_batch_.target, host_batch.target))
+  if (!same_layout(static_batch_.input, batch.input) || !same_layout(static_batch_.target, batch.target))
     return std::nullopt;
   // Queued on the compute stream behind the previous step's kernels, which read these tensors.
   NoGradGuard no_grad;
-  static_batch_.input.copy_(host_batch.input);
-  if (host_batch.target.defined()) static_batch_.target.copy_(host_batch.target);
+  static_batch_.input.copy_(batch.input);
+  if (batch.target.defined()) static_batch_.target.copy_(batch.target);
   return static_batch_;
 }
 
-CudaGraphStep::Outcome CudaGraphStep::run(const std::function<Tensor()>& forward_backward, LoggerConnector& logs) {
+CudaGraphStep::Outcome CudaGraphStep::run(const std::function<Tensor()>& forward_backward) {
   switch (phase_) {
-    case Phase::Warmup: return warmup_step(forward_backward, logs);
-    case Phase::Capture: return capture_step(forward_backward, logs);
-    case Phase::Captured: return replay(logs);
+    case Phase::Warmup: return warmup_step(forward_backward, logs_);
+    case Phase::Capture: return capture_step(forward_backward, logs_);
+    case Phase::Captured: return replay(logs_);
     case Phase::Off: break;
   }
   return {};

@@ -1,4 +1,5 @@
-// CudaGraphStep: `--trainer.cuda_graph=true`. The forward and backward of a training step
+// CudaGraphStep: `--trainer.cuda_graph=true`, a step executor plugin of the strategy
+// (engine/strategies/step_executor.h). The forward and backward of a training step
 // (training_step, the loss scaling, the backward hooks, backward) are captured once into a CUDA
 // graph and replayed for every later batch of the same shapes, so a small model's step costs one
 // graph launch instead of a launch per kernel.
@@ -26,36 +27,35 @@
 #include <string>
 
 #include "engine/data/batch.h"
+#include "engine/strategies/step_executor.h"
 #include "engine/trainer/logger_connector.h"
 
 namespace tandem::cuda { class StepGraph; }
 
 namespace tandem::trainer {
 
-class CudaGraphStep {
+class CudaGraphStep : public StepExecutor {
  public:
   static constexpr int kWarmupSteps = 2;
 
-  CudaGraphStep(int device, int warmup_steps = kWarmupSteps);
-  ~CudaGraphStep();
+  // `logs`: the Trainer's, whose log calls are deferred while a step is captured or replayed.
+  CudaGraphStep(int device, LoggerConnector& logs, int warmup_steps = kWarmupSteps);
+  ~CudaGraphStep() override;
   CudaGraphStep(const CudaGraphStep&) = delete;
   CudaGraphStep& operator=(const CudaGraphStep&) = delete;
 
-  // The device batch for this step: the static tensors, refilled from host_batch, when it has
-  // their shapes (they are made from the first batch); nullopt when graphs are off or the shapes
-  // differ (run the step eagerly on a batch of its own).
-  std::optional<data::Batch> stage(const data::Batch& host_batch);
+  // The device batch for this step: the static tensors, refilled from `batch`, when it has their
+  // shapes (they are made from the first batch); nullopt when graphs are off or the shapes differ
+  // (run the step eagerly on a batch of its own).
+  std::optional<data::Batch> stage(const data::Batch& batch) override;
 
-  struct Outcome {
-    bool ran = false;  // false: nothing ran (the capture failed just now): run this batch eagerly
-    Tensor loss;       // undefined when training_step returned none (only during warm-up)
-  };
-  // Runs forward_backward (training_step and backward on the staged batch, returning the loss)
-  // in the current phase: eagerly and checked, captured then replayed, or replayed.
-  Outcome run(const std::function<Tensor()>& forward_backward, LoggerConnector& logs);
+  // Runs forward_backward in the current phase: eagerly and checked, captured then replayed, or
+  // replayed. `ran` is false when the capture failed just now (run this batch eagerly); the loss
+  // is undefined when training_step returned none (only during warm-up).
+  Outcome run(const std::function<Tensor()>& forward_backward) override;
 
   // After fit: the graph, its memory and the static tensors go; the counters stay readable.
-  void release();
+  void release() override;
 
   bool enabled() const { return phase_ != Phase::Off; }
   bool captured() const { return phase_ == Phase::Captured; }
@@ -70,6 +70,7 @@ class CudaGraphStep {
   void turn_off(const std::string& reason);
 
   int device_;
+  LoggerConnector& logs_;
   int warmup_steps_;
   int warmup_done_ = 0;
   Phase phase_ = Phase::Warmup;

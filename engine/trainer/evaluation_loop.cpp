@@ -8,7 +8,6 @@
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
-#include "engine/ops/autocast.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {
@@ -92,19 +91,18 @@ Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& l
     std::optional<data::Batch> host_batch = loader.next();
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);
-    autocast::Guard autocast(autocast_dtype_);
     logger_connector_.set_context(results, LogHook::EvaluationStep);
     logger_connector_.set_batch_size(batch.size());
     if (is_test) {
       for_each_callback([&](Callback& cb) { cb.on_test_batch_start(*this, m, batch, i); });
       m.on_test_batch_start(batch, i);
-      m.test_step(batch, i);
+      strategy_->test_step(m, batch, i);
       for_each_callback([&](Callback& cb) { cb.on_test_batch_end(*this, m, batch, i); });
       m.on_test_batch_end(batch, i);
     } else {
       for_each_callback([&](Callback& cb) { cb.on_validation_batch_start(*this, m, batch, i); });
       m.on_validation_batch_start(batch, i);
-      m.validation_step(batch, i);
+      strategy_->validation_step(m, batch, i);
       for_each_callback([&](Callback& cb) { cb.on_validation_batch_end(*this, m, batch, i); });
       m.on_validation_batch_end(batch, i);
     }
@@ -146,10 +144,7 @@ std::vector<Tensor> Trainer::run_predict(data::DataLoader& loader, int64_t num_b
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);
     for_each_callback([&](Callback& cb) { cb.on_predict_batch_start(*this, m, batch, i); });
-    Tensor out = [&] {
-      autocast::Guard autocast(autocast_dtype_);
-      return autocast::raise(m.predict_step(batch, i));  // predictions leave in float32
-    }();
+    Tensor out = strategy_->predict_step(m, batch, i);
     if (out.defined()) out = out.detach();
     for_each_callback([&](Callback& cb) { cb.on_predict_batch_end(*this, m, out, batch, i); });
     outputs.push_back(out);

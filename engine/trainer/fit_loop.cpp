@@ -13,7 +13,6 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
-#include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/trainer/trainer.h"
@@ -35,13 +34,10 @@ void Trainer::run_fit() {
   auto val_loader = datamodule_->val_dataloader();
   shard_for_ranks(*train_loader, RunningStage::Train);
   if (val_loader) shard_for_ranks(*val_loader, RunningStage::Validate);
-  if (world_size() > 1 && is_global_zero()) {
-    // Lightning's rule: the batch the optimizer sees is batch x devices x num_nodes.
-    const int64_t batch = train_loader->batch_size(), accumulate = options_.accumulate_grad_batches;
-    std::printf("%s: %d processes x batch %lld%s = effective batch %lld; each rank trains on %lld of the %lld examples\n",
-                strategy_->name().c_str(), world_size(), static_cast<long long>(batch),
-                accumulate > 1 ? (" x " + std::to_string(accumulate) + " accumulated").c_str() : "",
-                static_cast<long long>(batch * world_size() * accumulate),
+  if ((world_size() > 1 || strategy_->devices_per_process() > 1) && is_global_zero()) {
+    // The seeds' rule: ddp multiplies the batch by the processes, dp splits it over its devices.
+    std::printf("%s; each rank trains on %lld of the %lld examples\n",
+                strategy_->describe_batch(train_loader->batch_size(), options_.accumulate_grad_batches).c_str(),
                 static_cast<long long>(train_loader->sampler().size()),
                 static_cast<long long>(train_loader->dataset().size()));
     std::fflush(stdout);
@@ -65,8 +61,11 @@ void Trainer::run_fit() {
   }
 
   run_sanity_check(val_loader.get());
-  graph_step_.reset();
-  if (options_.cuda_graph) graph_step_ = std::make_unique<CudaGraphStep>(plan_.process_device->index);
+  // cuda_graph: the strategy's steps run through a CUDA graph executor (Trainer checked that the
+  // strategy can capture them).
+  strategy_->set_step_executor(options_.cuda_graph
+                                   ? std::make_unique<CudaGraphStep>(strategy_->root_device().index, logger_connector_)
+                                   : nullptr);
   stage_ = RunningStage::Train;
   for_each_callback([&](Callback& cb) { cb.on_train_start(*this, *module_); });
   module_->on_train_start();
@@ -95,7 +94,7 @@ void Trainer::run_fit() {
     progress_.batch_in_epoch = 0;
     progress_.epoch_finished = false;
   }
-  if (graph_step_) graph_step_->release();
+  if (StepExecutor* executor = strategy_->step_executor()) executor->release();
   for_each_callback([&](Callback& cb) { cb.on_train_end(*this, *module_); });
   module_->on_train_end();
 }
@@ -161,9 +160,7 @@ void Trainer::finish_train_epoch() {
 }
 
 bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last) {
-  // cuda_graph: the batch goes into the graph's static tensors when it has their shapes.
-  const std::optional<data::Batch> staged = graph_step_ ? graph_step_->stage(host_batch) : std::nullopt;
-  const data::Batch batch = staged ? *staged : strategy_->batch_to_device(host_batch);
+  const data::Batch batch = strategy_->training_batch(host_batch);
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
   logger_connector_.set_batch_size(batch.size());
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
@@ -172,20 +169,16 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   strategy_->before_training_step(*module_);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
-  CudaGraphStep::Outcome graphed;
-  if (staged) graphed = graph_step_->run([&] { return forward_backward(batch, batch_idx, will_step); }, logger_connector_);
-  const Tensor loss = graphed.ran ? graphed.loss : [&] {
-    autocast::Guard autocast(autocast_dtype_);
-    return module_->training_step(batch, batch_idx);
-  }();
-  if (graphed.ran && loss.defined()) {
-    // Backward already ran (in the graph or its warm-up): check the loss now, and when it is not
-    // finite run the step's forward once more eagerly, with the host checks the graph deferred
-    // (an out-of-range class index), so the error names the cause.
+  const Strategy::StepResult step = strategy_->execute_training_step(
+      *module_, batch, batch_idx, [&] { return forward_backward(batch, batch_idx, will_step); });
+  const Tensor loss = step.loss;
+  if (step.backward_done && loss.defined()) {
+    // Backward already ran (in the step executor: a CUDA graph or its warm-up): check the loss
+    // now, and when it is not finite run the step's forward once more eagerly, with the host
+    // checks the executor deferred (an out-of-range class index), so the error names the cause.
     const double value = loss.item();
     if (!std::isfinite(value)) {
-      autocast::Guard autocast(autocast_dtype_);
-      const Tensor eager = module_->training_step(batch, batch_idx);
+      const Tensor eager = strategy_->training_step(*module_, batch, batch_idx);
       if (eager.defined() && eager.numel() == 1) check_finite_loss(eager.item(), batch_idx);
     }
     check_finite_loss(value, batch_idx);
@@ -211,12 +204,10 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   return will_step;
 }
 
-// training_step, then backward when it returned a loss; what a cuda_graph step captures.
+// training_step, then backward when it returned a loss; what a step executor runs (a CUDA graph
+// captures it).
 Tensor Trainer::forward_backward(const data::Batch& batch, int64_t batch_idx, bool will_step) {
-  const Tensor loss = [&] {
-    autocast::Guard autocast(autocast_dtype_);
-    return module_->training_step(batch, batch_idx);
-  }();
+  const Tensor loss = strategy_->training_step(*module_, batch, batch_idx);
   if (!loss.defined()) return loss;
   check_loss_shape(loss);
   backward_step(loss, will_step);
@@ -245,47 +236,39 @@ void Trainer::check_finite_loss(double value, int64_t batch_idx) {
 void Trainer::backward_step(const Tensor& loss, bool will_step) {
   for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
   module_->on_before_backward(loss);
-  // Accumulated gradients sum over the batches, so each loss is scaled to give their mean.
-  Tensor scaled = options_.accumulate_grad_batches > 1 ? loss / double(options_.accumulate_grad_batches) : loss;
-  if (grad_scaler_) scaled = grad_scaler_->scale_loss(scaled);  // 16-mixed: keep small gradients above fp16's floor
-  strategy_->backward(scaled, will_step);
+  // Accumulated gradients sum over the batches, so each loss is scaled to give their mean; the
+  // strategy's precision plugin scales it further for 16-mixed.
+  strategy_->backward(loss, 1.0 / double(options_.accumulate_grad_batches), will_step);
   for_each_callback([&](Callback& cb) { cb.on_after_backward(*this, *module_); });
   module_->on_after_backward();
 }
 
 void Trainer::optimizer_step() {
   optim::Optimizer& optimizer = *optimizer_config_.optimizer;
-  bool skipped = false;
-  strategy_->optimizer_step(optimizer, [&] {
-    const bool clip = options_.gradient_clip_val && *options_.gradient_clip_val > 0.0;
-    std::vector<Tensor> params;  // only the scaler and clipping need the flat list
-    if (grad_scaler_ || clip)
-      for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
-    // 16-mixed: hooks and clipping see true gradients; an inf or NaN skips this step (PyTorch's GradScaler).
-    if (grad_scaler_) skipped = !grad_scaler_->unscale(params);
+  strategy_->optimizer_step(optimizer, [&](bool skipping) {
+    // Hooks see the gradients the optimizer would use (averaged across ranks, unscaled); a step
+    // the precision plugin skips (an inf or NaN under 16-mixed) is not clipped.
     for_each_callback([&](Callback& cb) { cb.on_before_optimizer_step(*this, *module_, optimizer); });
     module_->on_before_optimizer_step(optimizer);
-    if (skipped) return false;
-    if (clip) {
-      if (options_.gradient_clip_algorithm == "value") {
-        optim::clip_grad_value_(params, *options_.gradient_clip_val);
-      } else {
-        const double norm = optim::clip_grad_norm_(params, *options_.gradient_clip_val);
-        if (!std::isfinite(norm)) {
-          throw NonFiniteLossError("the gradient norm is " + std::to_string(norm) + " at epoch " +
-                                   std::to_string(progress_.epoch) + " (global step " + std::to_string(progress_.global_step) +
-                                   "); stopped before the optimizer step, so the weights and checkpoints are untouched");
-        }
+    if (skipping || !options_.gradient_clip_val || *options_.gradient_clip_val <= 0.0) return;
+    std::vector<Tensor> params;
+    for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
+    if (options_.gradient_clip_algorithm == "value") {
+      optim::clip_grad_value_(params, *options_.gradient_clip_val);
+    } else {
+      const double norm = optim::clip_grad_norm_(params, *options_.gradient_clip_val);
+      if (!std::isfinite(norm)) {
+        throw NonFiniteLossError("the gradient norm is " + std::to_string(norm) + " at epoch " +
+                                 std::to_string(progress_.epoch) + " (global step " + std::to_string(progress_.global_step) +
+                                 "); stopped before the optimizer step, so the weights and checkpoints are untouched");
       }
     }
-    return true;
   });
-  if (grad_scaler_) grad_scaler_->update(skipped);
   for_each_callback([&](Callback& cb) { cb.on_before_zero_grad(*this, *module_, optimizer); });
   module_->on_before_zero_grad(optimizer);
-  // cuda_graph: the captured backward accumulates into the gradient buffers it saw, so they
+  // A step executor (a captured backward) accumulates into the gradient buffers it saw, so they
   // stay allocated and are zeroed in place.
-  optimizer.zero_grad(/*set_to_none=*/!options_.cuda_graph);
+  optimizer.zero_grad(/*set_to_none=*/strategy_->step_executor() == nullptr);
 }
 
 void Trainer::step_schedulers(const std::string& interval) {

@@ -5,12 +5,23 @@
 
 namespace tandem::trainer {
 
+namespace {
+thread_local LightningModule::LogCapture* t_capture = nullptr;
+}  // namespace
+
+LightningModule::LogCapture::LogCapture() : previous_(t_capture) { t_capture = this; }
+LightningModule::LogCapture::~LogCapture() { t_capture = previous_; }
+
 void LightningModule::log(const std::string& name, const Tensor& value, const LogOptions& options) {
-  if (!trainer_) return;
+  if (!trainer_ && !t_capture) return;
   TANDEM_CHECK(value.defined(), ValueError, "log('" + name + "', ...): the tensor is undefined; log a scalar tensor or a number");
   TANDEM_CHECK(value.numel() == 1, ValueError,
                "log('" + name + "', ...): the tensor has shape " + value.shape_str() +
                    "; only one-element tensors can be logged (reduce it first, e.g. mean(x))");
+  if (t_capture) {
+    t_capture->values.push_back({name, value.item(), options});
+    return;
+  }
   LoggerConnector& logs = trainer_->logger_connector();
   if (logs.deferring()) {  // a CUDA graph step: read after the step, not now
     logs.defer({name, value.detach(), 0.0, options});
@@ -20,6 +31,10 @@ void LightningModule::log(const std::string& name, const Tensor& value, const Lo
 }
 
 void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
+  if (t_capture) {
+    t_capture->values.push_back({name, value, options});
+    return;
+  }
   if (!trainer_) return;
   LoggerConnector& logs = trainer_->logger_connector();
   if (logs.deferring()) {

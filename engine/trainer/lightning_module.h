@@ -18,6 +18,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/data/batch.h"
 #include "engine/nn/module.h"
@@ -64,6 +65,19 @@ class LightningModule : public nn::Module {
   virtual void test_step(const data::Batch& batch, int64_t batch_idx) {}
   virtual Tensor predict_step(const data::Batch& batch, int64_t batch_idx) { return forward(batch.input); }
   virtual OptimizerConfig configure_optimizers() = 0;
+  // Lightning's training_step_end, called with training_step's outputs for the whole batch:
+  // under dp/ddp2 the outputs of every device concatenated along dim 0 on the root device (0-d
+  // outputs stacked into [devices]); with one device, training_step's output as it is. `batch` is
+  // the whole batch on the root device (C++ has no dict outputs to carry the targets). Return the
+  // loss; nullopt (the default: not defined) keeps training_step's loss (dp: the per-device losses
+  // weighted by their share of the batch, which equals one device at the whole batch).
+  virtual std::optional<Tensor> training_step_end(const Tensor& /*outputs*/, const data::Batch& /*batch*/) {
+    return std::nullopt;
+  }
+  // dp/ddp2 run a copy of the model on every device: a new module of the same architecture (its
+  // weights and buffers are then copied from this one). nullptr (the default): not replicable,
+  // and dp says so.
+  virtual std::shared_ptr<LightningModule> make_replica() const { return nullptr; }
 
   // ---- hooks (Lightning's names) ----
   virtual void on_fit_start() {}
@@ -105,6 +119,25 @@ class LightningModule : public nn::Module {
   void log(const std::string& name, double value, const LogOptions& options = {});
   void log_dict(const std::map<std::string, Tensor>& values, const LogOptions& options = {});
   void log_dict(const std::map<std::string, double>& values, const LogOptions& options = {});
+
+  // Log calls made on this thread while a LogCapture lives are recorded into it instead of
+  // reaching the trainer (dp's device threads; the strategy merges them for the whole batch).
+  struct LoggedValue {
+    std::string name;
+    double value = 0.0;
+    LogOptions options;
+  };
+  class LogCapture {
+   public:
+    LogCapture();
+    ~LogCapture();
+    LogCapture(const LogCapture&) = delete;
+    LogCapture& operator=(const LogCapture&) = delete;
+    std::vector<LoggedValue> values;
+
+   private:
+    LogCapture* previous_;
+  };
 
   // Lightning's all_gather: `tensor` from every rank stacked as [world_size, *shape] in rank
   // order (the same shape on every rank; no gradient). Without a trainer: [1, *shape].

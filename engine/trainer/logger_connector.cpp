@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
-#include "engine/trainer/training_strategy.h"
+#include "engine/strategies/strategy.h"
 
 namespace tandem::trainer {
 

@@ -21,9 +21,9 @@
 
 #include "engine/trainer/lightning_module.h"
 
-namespace tandem::trainer {
+namespace tandem { class Strategy; }
 
-class TrainingStrategy;
+namespace tandem::trainer {
 
 enum class RunningStage { Train, Validate, Test, Predict, SanityCheck };
 
@@ -40,7 +40,7 @@ class LoggerConnector {
  public:
   using Metrics = std::map<std::string, double>;
 
-  explicit LoggerConnector(const TrainingStrategy* strategy = nullptr) : strategy_(strategy) {}
+  explicit LoggerConnector(const Strategy* strategy = nullptr) : strategy_(strategy) {}
 
   // The context of the next log() calls.
   void set_context(RunningStage stage, LogHook hook) { stage_ = stage; hook_ = hook; }
@@ -108,7 +108,7 @@ class LoggerConnector {
   // The epoch aggregate, reduced across ranks when the value was logged with sync_dist.
   double epoch_value(const Result& r) const;
 
-  const TrainingStrategy* strategy_;
+  const Strategy* strategy_;
   RunningStage stage_ = RunningStage::Train;
   LogHook hook_ = LogHook::None;
   int64_t batch_size_ = 1;

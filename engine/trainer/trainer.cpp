@@ -27,29 +27,25 @@ bool has_callback(const std::vector<std::shared_ptr<Callback>>& callbacks) {
 
 }  // namespace
 
-Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
+Trainer::Trainer(TrainerOptions options) : Trainer(options, [&] {
+      validate_trainer_options(options);
+      // TANDEM_SIMULATE_*_CUDA_DEVICES describe a pretend machine: fine to plan on, never to train on.
+      refuse_training_when_simulating("start a Trainer");
+      return plan_execution(hardware_options(options));
+    }()) {}
+
+Trainer::Trainer(TrainerOptions options, ExecutionPlan plan) : options_(std::move(options)), plan_(std::move(plan)) {
   validate_trainer_options(options_);
-  // TANDEM_SIMULATE_*_CUDA_DEVICES describe a pretend machine: fine to plan on, never to train on.
   refuse_training_when_simulating("start a Trainer");
-  plan_ = plan_execution(hardware_options(options_));
-  accelerator_ = accelerator_registry().create(plan_.accelerator);
-  if (plan_.process_device) accelerator_->setup_device(*plan_.process_device);
-  strategy_ = make_training_strategy(plan_, {options_.process_group_backend, options_.collective_timeout});
+  setup_strategy();
   logger_connector_ = LoggerConnector(strategy_.get());
   set_allow_tf32(options_.allow_tf32);
   if (options_.cuda_graph) {
-    TANDEM_CHECK(plan_.accelerator == "cuda" && plan_.process_device, ConfigError,
-                 "trainer option cuda_graph=true captures the training step into a CUDA graph, which needs "
-                 "accelerator=cuda (got accelerator=" + plan_.accelerator + "); set cuda_graph=false");
-    TANDEM_CHECK(plan_.world_size == 1 && plan_.strategy == "single_device", ConfigError,
-                 "trainer option cuda_graph=true supports one GPU in one process (strategy=single_device), got "
-                 "strategy=" + plan_.strategy + " with " + std::to_string(plan_.world_size) + " process(es): its "
-                 "gradient communication runs inside backward, which the graph cannot hold; set cuda_graph=false");
-  }
-  if (plan_.precision == Precision::BFloat16Mixed) autocast_dtype_ = DType::BFloat16;
-  if (plan_.precision == Precision::Float16Mixed) {
-    autocast_dtype_ = DType::Float16;
-    grad_scaler_ = std::make_unique<GradScaler>();
+    TANDEM_CHECK(strategy_->can_capture_step(), ConfigError,
+                 "trainer option cuda_graph=true captures the training step into a CUDA graph, which needs one GPU in "
+                 "one process (strategy=single_device on accelerator=cuda), got strategy=" + plan_.strategy +
+                 " on accelerator=" + plan_.accelerator + " with " + std::to_string(plan_.world_size) + " process(es) x " +
+                 std::to_string(strategy_->devices_per_process()) + " device(s); set cuda_graph=false");
   }
   // Warnings about the hardware choice (GPUs left idle, a precision fallback) are shown
   // whatever the progress bar does; the other notes come with the fit banner.
@@ -95,8 +91,47 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (!options_.fast_dev_run.enabled()) logger_ = std::make_unique<CSVLogger>(options_.default_root_dir);
 }
 
+// The plan's live objects become this run's: the accelerator sets up the root device, the
+// strategy its devices, precision plugin and communicator. A plan that still needs its processes
+// started is refused here (ddp_spawn's strategy starts them itself).
+void Trainer::setup_strategy() {
+  TANDEM_CHECK(plan_.live_strategy && plan_.live_accelerator, ValueError,
+               "Trainer: the plan has no live strategy/accelerator; make it with plan_execution()");
+  accelerator_ = plan_.live_accelerator;
+  strategy_ = plan_.live_strategy;
+  if (plan_.launch) {
+    if (strategy_->launch_kind() == LaunchKind::Relaunch) {
+      throw ConfigError("the plan needs " + std::to_string(plan_.world_size) + " processes (strategy=" + plan_.strategy +
+                        "), but this process was not started by a launcher; start it as: " + *plan_.launch +
+                        " (`tandem fit` does this itself where the strategy allows)");
+    }
+    strategy_->launch(plan_, {});  // spawn: returns as rank 0 of the new job; others say what they need
+  }
+  StrategyEnvironment env;
+  env.accelerator = accelerator_;
+  const size_t per_process = plan_.devices.size() / size_t(std::max(1, plan_.processes_per_node));
+  const int local = std::max(0, plan_.cluster.launched() ? plan_.cluster.local_rank : 0);
+  for (size_t i = 0; i < per_process; ++i) env.devices.push_back(plan_.devices[size_t(local) * per_process + i]);
+  for (const AcceleratorDevice& d : env.devices) {
+    const std::optional<Device> device = accelerator_->tensor_device(d);
+    if (!device) {
+      throw ConfigError("accelerator=" + plan_.accelerator + " cannot train: a registered accelerator needs a kernel "
+                        "backend of its own (Tandem has cpu and cuda); use --trainer.accelerator=cpu or cuda");
+    }
+    env.tensor_devices.push_back(*device);
+  }
+  env.precision = plan_.precision;
+  env.world_size = plan_.world_size;
+  env.num_nodes = plan_.num_nodes;
+  env.cluster = plan_.cluster;
+  env.process_group_backend = options_.process_group_backend;
+  env.collective_timeout_s = options_.collective_timeout;
+  accelerator_->setup_device(env.devices.front());
+  strategy_->setup_environment(env);
+}
+
 Trainer::~Trainer() {
-  graph_step_.reset();  // its memory pool goes back before the device is torn down
+  if (strategy_) strategy_->set_step_executor(nullptr);  // a graph's memory goes back before the device is torn down
   if (accelerator_) accelerator_->teardown();
 }
 
@@ -126,8 +161,8 @@ void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const
   model.setup(stage);
   for_each_callback([&](Callback& cb) { cb.setup(*this, model, stage); });
   if (options_.enable_progress_bar && is_global_zero() && stage == "fit") {
-    std::printf("Tandem: accelerator=%s, strategy=%s, devices=%zu, precision=%s\n", plan_.accelerator.c_str(),
-                plan_.strategy.c_str(), plan_.devices.size(), precision_name(plan_.precision).c_str());
+    std::printf("Tandem: accelerator=%s, strategy=%s, devices=%zu, precision=%s\n", accelerator_->name().c_str(),
+                strategy_->name().c_str(), plan_.devices.size(), precision_name(plan_.precision).c_str());
     for (const auto& note : plan_.notes) {
       if (note.rfind("warning:", 0) != 0) std::printf("  %s\n", note.c_str());
     }

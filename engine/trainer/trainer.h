@@ -29,7 +29,7 @@
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/trainer_options.h"
 #include "engine/trainer/grad_scaler.h"
-#include "engine/trainer/training_strategy.h"
+#include "engine/strategies/strategy.h"
 
 namespace tandem::data { class DataLoader; }
 
@@ -60,8 +60,11 @@ class Trainer {
   using Metrics = std::map<std::string, double>;
 
   // Validates the options (ConfigError) and resolves the hardware plan; refuses plans that
-  // cannot train yet. Nothing is written to disk until a stage runs.
+  // cannot train. Nothing is written to disk until a stage runs.
   explicit Trainer(TrainerOptions options);
+  // With a plan already made from the same options (`tandem fit` plans once, to launch): the
+  // plan's live Accelerator and Strategy are the ones that train.
+  Trainer(TrainerOptions options, ExecutionPlan plan);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -95,7 +98,7 @@ class Trainer {
   // The checkpoint the current stage loaded (resolved "last"/"best"); empty when none.
   const std::string& ckpt_path() const { return ckpt_path_; }
   const ExecutionPlan& plan() const { return plan_; }
-  TrainingStrategy& strategy() { return *strategy_; }
+  Strategy& strategy() { return *strategy_; }
   int world_size() const { return strategy_->world_size(); }
   int global_rank() const { return strategy_->global_rank(); }
   bool is_global_zero() const { return strategy_->is_global_zero(); }
@@ -127,12 +130,14 @@ class Trainer {
   optim::Optimizer* optimizer() const { return optimizer_config_.optimizer.get(); }
   optim::LRScheduler* lr_scheduler() const { return optimizer_config_.scheduler.get(); }
   const OptimizerConfig& optimizer_config() const { return optimizer_config_; }
-  // The loss scaler of precision=16-mixed; null for every other precision.
-  const GradScaler* grad_scaler() const { return grad_scaler_.get(); }
+  // The loss scaler of precision=16-mixed (the strategy's precision plugin); null otherwise.
+  const GradScaler* grad_scaler() const { return strategy_->precision_plugin().grad_scaler(); }
   // bfloat16 or float16 when steps run under autocast (mixed precision), else nullopt.
-  std::optional<DType> autocast_dtype() const { return autocast_dtype_; }
+  std::optional<DType> autocast_dtype() const { return strategy_->precision_plugin().autocast_dtype(); }
   // cuda_graph=true: the graph of the current (or last) fit; null otherwise.
-  const CudaGraphStep* cuda_graph_step() const { return graph_step_.get(); }
+  const CudaGraphStep* cuda_graph_step() const {
+    return dynamic_cast<const CudaGraphStep*>(strategy_->step_executor());
+  }
   LightningModule* lightning_module() const { return module_; }
   data::DataModule* datamodule() const { return datamodule_; }
 
@@ -148,6 +153,7 @@ class Trainer {
 
  private:
   // trainer.cpp
+  void setup_strategy();
   void attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage);
   void detach(const std::string& stage);
   void setup_logger();
@@ -194,8 +200,8 @@ class Trainer {
 
   TrainerOptions options_;
   ExecutionPlan plan_;
-  std::unique_ptr<Accelerator> accelerator_;  // set up on plan_.process_device; torn down by ~Trainer
-  std::unique_ptr<TrainingStrategy> strategy_;
+  std::shared_ptr<Accelerator> accelerator_;  // the plan's; set up on the root device, torn down by ~Trainer
+  std::shared_ptr<Strategy> strategy_;        // the plan's; the loops talk only to it
   int64_t max_epochs_ = 1000;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::unique_ptr<CSVLogger> logger_;
@@ -213,10 +219,6 @@ class Trainer {
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
   int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
   int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
-  // Mixed precision: the autocast dtype of the steps (bf16 or fp16), and for 16-mixed the loss scaler.
-  std::optional<DType> autocast_dtype_;
-  std::unique_ptr<GradScaler> grad_scaler_;
-  std::unique_ptr<CudaGraphStep> graph_step_;  // cuda_graph=true, during fit
 };
 
 }  // namespace tandem::trainer

@@ -45,7 +45,7 @@ template <typename A> __device__ __forceinline__ A warp_allreduce_max(A v) {
 }
 template <typename A> __device__ __forceinline__ A warp_allreduce_sum(A v) {
 #pragma unroll
-  for (int mask = 16; mask > 0; mask >>= 1) v += __shfl_xor_sync(kFullMask, v, mask == 1 ? 3 : mask);
+  for (int mask = 16; mask > 0; mask >>= 1) v += __shfl_xor_sync(kFullMask, v, mask);
   return v;
 }
 

@@ -109,7 +109,29 @@ TEST(Plan, IssueExample) {
   EXPECT_EQ(j["precision"], "32-true");
   EXPECT_EQ(j["cluster_environment"], "local");
   EXPECT_EQ(j["launch"], "mpirun -np 2 prog");
-  EXPECT_EQ(j["strategy_implemented"], true);  // DDPTrainingStrategy
+  EXPECT_EQ(j["launcher"], "mpirun relaunch");
+  EXPECT_EQ(j["devices_per_process"], 1);
+  // The plan carries the objects that train: the same classes the registries name.
+  EXPECT_EQ(p.live_strategy->name(), "ddp");
+  EXPECT_EQ(p.live_accelerator->name(), "cuda");
+}
+
+TEST(Plan, DataParallelIsOneProcessOverEveryDevice) {
+  auto env = simulated_gpus(4);
+  auto p = plan(gpu(3, "dp"));
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_EQ(p.processes_per_node, 1);
+  EXPECT_FALSE(p.launch.has_value());
+  auto j = nlohmann::json::parse(p.to_json());
+  EXPECT_EQ(j["devices_per_process"], 3);
+  EXPECT_EQ(j["launcher"], "none");
+  EXPECT_EQ(j["process_device"], "cuda:0");  // the root device
+  // The seeds' table: 16-bit with dp is refused, with the reason; bf16 is allowed.
+  HardwareOptions sixteen = gpu(2, "dp");
+  sixteen.precision = "16-mixed";
+  expect_error<ConfigError>([&] { plan(sixteen); }, {"strategy=dp does not train with precision=16-mixed", "bf16-mixed"});
+  sixteen.precision = "bf16-mixed";
+  EXPECT_EQ(plan(sixteen).precision, tandem::Precision::BFloat16Mixed);
 }
 
 TEST(Plan, CpuListsCpuOncePerProcess) {

@@ -176,13 +176,13 @@ TEST(PlanCli, InvalidInput) {
   expect_invalid(run_plan("--trainer.accelerator=cpu --trainer.devices=0"), "must be > 0");
   expect_invalid(run_plan("--trainer.accelerator=cuda", "TANDEM_SIMULATE_CUDA_DEVICES=0"), "accelerators available: cpu");
   expect_invalid(run_plan("--trainer.accelerator=tpu"), "unknown accelerator 'tpu'");
-  expect_invalid(run_plan("--trainer.strategy=horovod"), "registered strategy: ddp, ddp_spawn, dp, single_device");
+  expect_invalid(run_plan("--trainer.strategy=bagua"), "registered strategy: ddp, ddp2, ddp_spawn, dp, horovod, single_device");
   expect_invalid(run_plan("--trainer.num_nodes=0"), "positive integer");
   expect_invalid(run_plan("--trainer.num_nodes=two"), "expected an integer");
   expect_invalid(run_plan("--trainer.precision=8"), "allowed");
   expect_invalid(run_plan("--trainer.accelerator=cuda --trainer.precision=64"), "CPU only");
   expect_invalid(run_plan("--trainer.devics=2"), "did you mean --trainer.devices?");
-  expect_invalid(run_plan("--trainer.strategy=dp --trainer.accelerator=cpu"), "needs accelerator=cuda");
+  expect_invalid(run_plan("--trainer.strategy=dp --trainer.accelerator=cpu --trainer.num_nodes=2"), "use --trainer.strategy=ddp2");
   expect_invalid(run_plan("--trainer.strategy=single_device --trainer.devices=2"), "single_device");
   expect_invalid(run_plan("--config /nonexistent.yaml"), "cannot open");
   expect_invalid(run_plan("--plugin=/nonexistent/libx.so"), "cannot load");

@@ -146,16 +146,17 @@ TEST(XpuFromUserProgram, PlansEndToEnd) {
 // ---- strategies ----
 TEST(StrategyRegistry, BuiltInsAndCaseInsensitive) {
   auto names = tandem::strategy_registry().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"ddp", "ddp_spawn", "dp", "single_device"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ddp", "ddp2", "ddp_spawn", "dp", "horovod", "single_device"}));
   tandem::StrategyContext ctx{"cuda", 2, 1};
   EXPECT_EQ(tandem::select_strategy("DDP", ctx).name, "ddp");
   EXPECT_EQ(tandem::select_strategy("Ddp_Spawn", ctx).name, "ddp_spawn");
-  EXPECT_NE(tandem::strategy_registry().get("dp").description.find("planning only"), std::string::npos);
+  EXPECT_NE(tandem::strategy_registry().get("dp").description.find("effective batch = batch x num_nodes"), std::string::npos);
+  EXPECT_EQ(tandem::select_strategy("HOROVOD", ctx).strategy->launch_kind(), tandem::LaunchKind::External);
 }
 
 TEST(StrategyRegistry, UnknownListsRegistered) {
-  expect_error<ConfigError>([] { tandem::select_strategy("horovod", {"cpu", 1, 1}); },
-                            {"unknown strategy 'horovod'", "ddp, ddp_spawn, dp, single_device"});
+  expect_error<ConfigError>([] { tandem::select_strategy("bagua", {"cpu", 1, 1}); },
+                            {"unknown strategy 'bagua'", "ddp, ddp2, ddp_spawn, dp, horovod, single_device"});
 }
 
 TEST(StrategySelection, AutoRules) {
@@ -168,8 +169,11 @@ TEST(StrategySelection, AutoRules) {
 TEST(StrategySelection, InvalidCombinations) {
   expect_error<ConfigError>([] { tandem::select_strategy("single_device", {"cuda", 2, 1}); },
                             {"single_device runs one process on one device", "2 device(s)"});
-  expect_error<ConfigError>([] { tandem::select_strategy("dp", {"cpu", 2, 1}); }, {"needs accelerator=cuda"});
-  expect_error<ConfigError>([] { tandem::select_strategy("dp", {"cuda", 2, 2}); }, {"one node", "num_nodes=2"});
+  EXPECT_EQ(tandem::select_strategy("dp", {"cpu", 2, 1}).strategy->processes_per_node(2), 1);  // CPU devices on threads
+  expect_error<ConfigError>([] { tandem::select_strategy("dp", {"cuda", 2, 2}); }, {"one node", "num_nodes=2", "ddp2"});
+  expect_error<ConfigError>([] { tandem::select_strategy("dp", {"cuda", 2, 1}).strategy->validate_precision(tandem::Precision::Float16Mixed); },
+                            {"strategy=dp does not train with precision=16-mixed", "bf16-mixed"});
+  tandem::select_strategy("dp", {"cuda", 2, 1}).strategy->validate_precision(tandem::Precision::BFloat16Mixed);
 }
 
 TEST(StrategySelection, NumNodesMustBePositive) {
@@ -180,16 +184,15 @@ TEST(StrategySelection, NumNodesMustBePositive) {
 TEST(StrategyRegistry, UserStrategy) {
   tandem::StrategyRegistry registry;
   struct Hybrid : tandem::Strategy {
-    std::string name() const override { return "ddp2"; }
+    std::string name() const override { return "hybrid"; }
     int processes_per_node(int) const override { return 1; }
-    bool implemented() const override { return false; }
   };
-  registry.add("ddp2", "DP inside a node, DDP across nodes", [](const tandem::InitParams&) {
+  registry.add("hybrid", "one process per node", [](const tandem::InitParams&) {
     return std::make_unique<Hybrid>();
   });
-  auto choice = tandem::select_strategy("ddp2", {"cuda", 4, 2}, registry);
+  auto choice = tandem::select_strategy("hybrid", {"cuda", 4, 2}, registry);
   EXPECT_EQ(choice.strategy->processes_per_node(4), 1);
-  expect_error<ConfigError>([&] { registry.add("DDP2", "again", nullptr); }, {"already registered"});
+  expect_error<ConfigError>([&] { registry.add("HYBRID", "again", nullptr); }, {"already registered"});
 }
 
 // ---- precision ----

@@ -12,7 +12,7 @@
 #include <cmath>
 
 #include "engine/data/distributed_sampler.h"
-#include "engine/trainer/ddp_training_strategy.h"
+#include "engine/strategies/ddp_strategy.h"
 #include "engine/trainer/logger_connector.h"
 #include "mpi_test_world.h"
 #include "trainer_test_util.h"
@@ -64,6 +64,15 @@ class SharedTempDir {
   }
   std::string path;
 };
+
+// This process on the CPU, in a job of the test world's size.
+StrategyEnvironment cpu_environment() {
+  StrategyEnvironment env;
+  env.devices = {AcceleratorDevice{"cpu", 0}};
+  env.tensor_devices = {Device::cpu()};
+  env.world_size = g_world->size();
+  return env;
+}
 
 TrainerOptions ddp_options(const std::string& root) {
   TrainerOptions o = testing::quiet_options(root);
@@ -166,7 +175,7 @@ TEST(DDPTrainer, BucketsLaunchDuringBackwardAndTheSummarySaysSo) {
   o.max_epochs = 1;
   Trainer trainer(o);
   trainer.fit(model, dm);
-  auto* ddp = dynamic_cast<DDPTrainingStrategy*>(&trainer.strategy());
+  auto* ddp = dynamic_cast<DDPStrategy*>(&trainer.strategy());
   ASSERT_NE(ddp, nullptr);
   ASSERT_NE(ddp->reducer(), nullptr);
   const int64_t per_rank = (32 + g_world->size() - 1) / g_world->size();  // DistributedSampler pads to ceil
@@ -198,7 +207,8 @@ TEST(DDPTrainer, NanLossOnOneRankStopsEveryRank) {
 }
 
 TEST(DDPLogging, SyncDistEpochMeanIsWeightedByBatchSizeAcrossRanks) {
-  DDPTrainingStrategy strategy("ddp", g_world, Device::cpu(), DType::Float32);
+  DDPStrategy strategy;
+  strategy.setup_environment(cpu_environment(), g_world);
   LoggerConnector logger(&strategy);
   const int r = g_world->rank(), w = g_world->size();
   // Rank r logs values r + 1 and 10 * (r + 1) with batch sizes r + 1 and 2.
@@ -237,7 +247,8 @@ TEST(DDPLogging, SyncDistEpochMeanIsWeightedByBatchSizeAcrossRanks) {
 }
 
 TEST(DDPStrategy, AllGatherStacksEveryRanksTensorInRankOrder) {
-  DDPTrainingStrategy strategy("ddp", g_world, Device::cpu(), DType::Float32);
+  DDPStrategy strategy;
+  strategy.setup_environment(cpu_environment(), g_world);
   const int r = g_world->rank(), w = g_world->size();
   std::vector<float> mine;
   for (int i = 0; i < 6; ++i) mine.push_back(float(100 * r + i));

@@ -42,7 +42,9 @@ TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
   expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "trains on CUDA only", "32-true", "64-true"});
   // Two CPU processes need a launcher: the error gives the command (tandem fit relaunches itself).
   expect_invalid([](auto& o) { o.devices = 2; }, {"needs 2 processes", "mpirun -np 2"});
-  expect_invalid([](auto& o) { o.strategy = "dp"; }, {"strategy=dp", "accelerator=cuda"});
+  // horovod is never relaunched: started by hand it says what it needs.
+  expect_invalid([](auto& o) { o.strategy = "horovod"; o.devices = 2; },
+                 {"strategy=horovod", "started by mpirun or horovodrun", "mpirun -np 2", "--trainer.strategy=ddp"});
   expect_invalid([](auto& o) { o.process_group_backend = "gloo"; }, {"process_group_backend=gloo", "auto, mpi, nccl"});
   expect_invalid([](auto& o) { o.collective_timeout = 0; }, {"collective_timeout", "> 0"});
   // CUDA graphs need one GPU in one process.

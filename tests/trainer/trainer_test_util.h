@@ -91,7 +91,7 @@ class SyntheticDataModule : public data::DataModule {
 // 4 -> 16 -> dropout -> 3, Adam + StepLR; counts hooks.
 class TinyClassifier : public LightningModule {
  public:
-  explicit TinyClassifier(double lr = 0.05, double dropout = 0.25) : lr(lr) {
+  explicit TinyClassifier(double lr = 0.05, double dropout = 0.25) : lr(lr), dropout(dropout) {
     net = register_module("net", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 16),
                                                                   std::make_shared<nn::ReLU>(),
                                                                   std::make_shared<nn::Dropout>(dropout),
@@ -135,8 +135,16 @@ class TinyClassifier : public LightningModule {
   void on_fit_start() override { count["on_fit_start"] += 1; }
   void on_fit_end() override { count["on_fit_end"] += 1; }
 
+  // dp's copies: the same architecture and settings (weights are copied by the strategy).
+  std::shared_ptr<LightningModule> make_replica() const override {
+    auto replica = std::make_shared<TinyClassifier>(lr, dropout);
+    replica->use_scheduler = use_scheduler;
+    replica->scheduler_interval = scheduler_interval;
+    return replica;
+  }
   std::shared_ptr<nn::Sequential> net;
   double lr;
+  double dropout;
   bool use_scheduler = true;
   std::string scheduler_interval = "epoch";
   int64_t nan_at_step = -1;

@@ -1,0 +1,115 @@
+// The Strategy base: one process on its devices' root, the plain step (autocast, training_step,
+// training_step_end), backward through the precision plugin, and the optimizer step.
+#include "engine/strategies/strategy.h"
+
+#include "engine/core/error.h"
+#include "engine/ops/autocast.h"
+#include "engine/ops/ops.h"
+#include "engine/strategies/execution_plan.h"
+
+namespace tandem {
+
+data::Batch move_batch(const data::Batch& batch, Device device, DType dtype) {
+  data::Batch out = batch.to(device);
+  // 64-true runs the model in float64, so float inputs follow; class indices stay int64.
+  if (out.input.defined() && is_floating(out.input.dtype()) && out.input.dtype() != dtype) out.input = out.input.to(dtype);
+  if (out.target.defined() && is_floating(out.target.dtype()) && out.target.dtype() != dtype) {
+    out.target = out.target.to(dtype);
+  }
+  return out;
+}
+
+void Strategy::launch(const ExecutionPlan& plan, const std::vector<std::string>& /*argv*/) {
+  throw ConfigError("strategy=" + name() + " planned " + std::to_string(plan.world_size) + " processes, but it has no "
+                    "way to start them; start the job with " + plan.launch.value_or("mpirun -np N ..."));
+}
+
+void Strategy::setup_environment(const StrategyEnvironment& env) {
+  env_ = env;
+  TANDEM_CHECK(!env.tensor_devices.empty(), ValueError, "strategy=" + name() + ": setup_environment got no devices");
+  devices_ = env.tensor_devices;
+  precision_.setup(env.precision, devices_.front());
+}
+
+void Strategy::setup_module(trainer::LightningModule& module) {
+  module.to(root_device());
+  module.to(compute_dtype());
+}
+
+data::Batch Strategy::batch_to_device(const data::Batch& batch) const { return move_batch(batch, root_device(), compute_dtype()); }
+
+data::Batch Strategy::training_batch(const data::Batch& host_batch) {
+  const data::Batch moved = batch_to_device(host_batch);
+  const std::optional<data::Batch> staged = executor_ ? executor_->stage(moved) : std::nullopt;
+  staged_ = staged.has_value();
+  return staged ? *staged : moved;
+}
+
+Strategy::StepResult Strategy::execute_training_step(trainer::LightningModule& module, const data::Batch& batch,
+                                                 int64_t batch_idx, const std::function<Tensor()>& forward_backward) {
+  if (executor_ && staged_) {
+    const StepExecutor::Outcome outcome = executor_->run(forward_backward);
+    if (outcome.ran) return {outcome.loss, true};
+  }
+  return {training_step(module, batch, batch_idx), false};
+}
+
+Tensor Strategy::call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  autocast::Guard autocast(precision_.autocast_dtype());
+  return module.training_step(batch, batch_idx);
+}
+
+Tensor Strategy::training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  const Tensor out = call_training_step(module, batch, batch_idx);
+  if (!out.defined()) return out;
+  autocast::Guard autocast(precision_.autocast_dtype());
+  if (std::optional<Tensor> loss = module.training_step_end(out, batch)) return *loss;
+  return out;
+}
+
+void Strategy::validation_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  autocast::Guard autocast(precision_.autocast_dtype());
+  module.validation_step(batch, batch_idx);
+}
+
+void Strategy::test_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  autocast::Guard autocast(precision_.autocast_dtype());
+  module.test_step(batch, batch_idx);
+}
+
+Tensor Strategy::predict_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  autocast::Guard autocast(precision_.autocast_dtype());
+  return autocast::raise(module.predict_step(batch, batch_idx));  // predictions leave in float32
+}
+
+void Strategy::backward(const Tensor& loss, double factor, bool /*will_step*/) {
+  precision_.scale_loss(factor == 1.0 ? loss : loss * factor).backward();
+}
+
+void Strategy::optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) {
+  std::vector<Tensor> params;
+  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params.begin(), group.params.end());
+  // 16-mixed: hooks and clipping see true gradients; an inf or NaN skips this step (PyTorch's GradScaler).
+  const bool skipping = !precision_.unscale(params);
+  if (before_step) before_step(skipping);
+  if (!skipping) optimizer.step();
+  precision_.update(skipping);
+}
+
+nlohmann::json Strategy::state_dict() const { return precision_.state_dict(); }
+
+void Strategy::load_state_dict(const nlohmann::json& state) { precision_.load_state_dict(state); }
+
+std::string Strategy::describe_batch(int64_t batch_size, int64_t accumulate) const {
+  const int64_t effective = batch_size * world_size() * accumulate;
+  std::string line = name() + ": " + std::to_string(world_size()) + (world_size() == 1 ? " process" : " processes") +
+                     " x batch " + std::to_string(batch_size);
+  if (accumulate > 1) line += " x " + std::to_string(accumulate) + " accumulated";
+  line += " = effective batch " + std::to_string(effective);
+  if (devices_per_process() > 1) {
+    line += "; each process splits its batch over " + std::to_string(devices_per_process()) + " devices";
+  }
+  return line;
+}
+
+}  // namespace tandem
