@@ -12,9 +12,11 @@
 //     (cudaErrorInvalidResourceHandle), so multi-GPU code must switch devices as it should;
 //   - stream order is still checked where it is easy to get wrong: a device-to-device copy
 //     queued on one device's stream that touches another device's memory must be ordered after
-//     the work already queued on that device's streams (cudaStreamWaitEvent on an event recorded
-//     there, or a host synchronization); otherwise the emulator aborts naming both devices, since
-//     on a GPU the copy would race with that work;
+//     the work the same host thread already queued on that device's streams (cudaStreamWaitEvent
+//     on an event recorded there, or a host synchronization); otherwise the emulator aborts
+//     naming both devices, since on a GPU the copy would race with that work. (Work other host
+//     threads queue meanwhile is not held against the copy: the emulator cannot see which of it
+//     the host ordered before the copy, so it checks only what it can without false alarms);
 //   - cudaDeviceReset frees the device's allocations and invalidates its streams and events;
 //   - CUDA graph capture is refused (cudaErrorStreamCaptureUnsupported): graphs need a GPU.
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/emulation/emulated_launch.h"
@@ -62,6 +65,7 @@ struct Stream {
   unsigned generation;  // the device's context generation when created (cudaDeviceReset bumps it)
   uint64_t work = 0;    // operations queued so far
   std::map<const Stream*, uint64_t> seen;  // how much of each other stream's work is ordered before ours
+  std::map<std::thread::id, uint64_t> last_by_thread;  // the last of `work` each host thread queued
 };
 
 struct Event {
@@ -155,26 +159,29 @@ void note_queued(cudaStream_t stream) {
   Stream* st = explicit_stream(s, stream);
   if (!st) return;
   ++st->work;
+  st->last_by_thread[std::this_thread::get_id()] = st->work;
   for (const auto& [other, work] : s.host_seen) st->seen[other] = std::max(st->seen[other], work);
 }
 
 // A copy on `stream` touching memory of `device` (another device than the stream's) must come
-// after the work queued on that device's streams.
+// after the work this host thread queued on that device's streams.
 void check_ordered_after_device(cudaStream_t stream, int device, const char* what) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   Stream* st = explicit_stream(s, stream);
   if (!st || device < 0 || device == st->device) return;
   for (const Stream* other : s.streams) {
-    if (other->device != device || other->work == 0) continue;
+    if (other->device != device) continue;
+    const auto mine = other->last_by_thread.find(std::this_thread::get_id());
+    if (mine == other->last_by_thread.end()) continue;
     auto it = st->seen.find(other);
     const uint64_t ordered = it == st->seen.end() ? 0 : it->second;
-    if (ordered >= other->work) continue;
+    if (ordered >= mine->second) continue;
     std::fprintf(stderr,
                  "tandem CUDA emulator: stream-order hazard: %s queued on a stream of cuda:%d touches memory of "
                  "cuda:%d, but %llu operation(s) queued on a stream of cuda:%d are not ordered before it (record an "
                  "event on that stream and cudaStreamWaitEvent on it first); on a GPU the copy would race with them\n",
-                 what, st->device, device, (unsigned long long)(other->work - ordered), device);
+                 what, st->device, device, (unsigned long long)(mine->second - ordered), device);
     std::abort();
   }
 }
