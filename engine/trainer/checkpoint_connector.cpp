@@ -47,7 +47,10 @@ nlohmann::json Trainer::dump_trainer_state() {
   if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
   const Generator& g = default_generator();
   s["generator"] = {{"seed", g.seed}, {"offset", g.offset}};
-  for (const auto& [key, value] : strategy_->state_dict().items()) s[key] = value;  // the loss scaler
+  // Named: iterating items() of the temporary would read it after it is destroyed (C++20 keeps
+  // only the outermost temporary of a range-for alive).
+  const nlohmann::json strategy_state = strategy_->state_dict();  // the loss scaler
+  for (const auto& [key, value] : strategy_state.items()) s[key] = value;
   s["callbacks"] = nlohmann::json::object();
   for (const auto& cb : callbacks_) {
     nlohmann::json state = cb->state_dict();
