@@ -60,8 +60,14 @@ void ImageClassifier::evaluate(const data::Batch& batch, const std::string& stag
   log(stage + "_acc", accuracy(logits, batch.target), synced);
 }
 
-void ImageClassifier::validation_step(const data::Batch& batch, int64_t) { evaluate(batch, "val"); }
-void ImageClassifier::test_step(const data::Batch& batch, int64_t) { evaluate(batch, "test"); }
+Tensor ImageClassifier::validation_step(const data::Batch& batch, int64_t) {
+  evaluate(batch, "val");
+  return Tensor();
+}
+Tensor ImageClassifier::test_step(const data::Batch& batch, int64_t) {
+  evaluate(batch, "test");
+  return Tensor();
+}
 
 trainer::OptimizerConfig ImageClassifier::configure_optimizers() {
   trainer::OptimizerConfig out;

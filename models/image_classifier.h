@@ -30,8 +30,8 @@ class ImageClassifier : public trainer::LightningModule {
  public:
   Tensor forward(const Tensor& input) override;  // logits [B, classes]
   Tensor training_step(const data::Batch& batch, int64_t batch_idx) override;
-  void validation_step(const data::Batch& batch, int64_t batch_idx) override;
-  void test_step(const data::Batch& batch, int64_t batch_idx) override;
+  Tensor validation_step(const data::Batch& batch, int64_t batch_idx) override;
+  Tensor test_step(const data::Batch& batch, int64_t batch_idx) override;
   trainer::OptimizerConfig configure_optimizers() override;
   // dp/ddp2's copies: a model built again from the same configuration (make_model sets it).
   std::shared_ptr<trainer::LightningModule> make_replica() const override {

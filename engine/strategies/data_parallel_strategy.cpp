@@ -227,18 +227,11 @@ Tensor DataParallelStrategy::training_step(LightningModule& module, const data::
   run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
     outputs[i] = m.training_step(on_device(chunks[i], i), batch_idx);
   });
-  for (const Tensor& out : outputs) {
-    if (!out.defined()) return Tensor();  // no loss: nothing to backward this batch
-  }
-  std::vector<Tensor> on_root;
-  for (const Tensor& out : outputs) {
-    const Tensor moved = out.to(root_device());
-    on_root.push_back(moved.dim() == 0 ? moved.unsqueeze(0) : moved);
-  }
-  synchronize_root();  // the copies read the devices' memory, which their threads reuse next
+  const Tensor gathered = gather_on_root(outputs);
+  if (!gathered.defined()) return Tensor();  // no loss: nothing to backward this batch
   {
     autocast::Guard autocast(precision_.autocast_dtype());
-    if (std::optional<Tensor> loss = module.training_step_end(cat(on_root, 0), batch)) {
+    if (std::optional<Tensor> loss = module.training_step_end(gathered, batch)) {
       pending_ = {};
       return *loss;
     }
@@ -298,22 +291,43 @@ void DataParallelStrategy::gather_gradients() {
   for (const auto& r : replicas_) r->zero_grad(/*set_to_none=*/true);
 }
 
-void DataParallelStrategy::validation_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
-  if (replicas_.empty()) return Strategy::validation_step(module, batch, batch_idx);
+Tensor DataParallelStrategy::gather_on_root(std::vector<Tensor> outputs) {
+  for (Tensor& out : outputs) {
+    if (!out.defined()) return Tensor();
+    const Tensor moved = out.to(root_device());
+    out = moved.dim() == 0 ? moved.unsqueeze(0) : moved;
+  }
+  synchronize_root();  // the copies read the devices' memory, which their threads reuse next
+  return cat(outputs, 0);
+}
+
+void DataParallelStrategy::evaluation_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx,
+                                           bool validation) {
   refresh_replicas(module);
   const std::vector<data::Batch> chunks = scatter(batch);
+  std::vector<Tensor> outputs(chunks.size());
   run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
-    m.validation_step(on_device(chunks[i], i), batch_idx);
+    const data::Batch chunk = on_device(chunks[i], i);
+    outputs[i] = validation ? m.validation_step(chunk, batch_idx) : m.test_step(chunk, batch_idx);
   });
+  const Tensor gathered = gather_on_root(std::move(outputs));
+  if (!gathered.defined()) return;
+  autocast::Guard autocast(precision_.autocast_dtype());
+  if (validation) {
+    module.validation_step_end(gathered, batch);
+  } else {
+    module.test_step_end(gathered, batch);
+  }
+}
+
+void DataParallelStrategy::validation_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
+  if (replicas_.empty()) return Strategy::validation_step(module, batch, batch_idx);
+  evaluation_step(module, batch, batch_idx, /*validation=*/true);
 }
 
 void DataParallelStrategy::test_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   if (replicas_.empty()) return Strategy::test_step(module, batch, batch_idx);
-  refresh_replicas(module);
-  const std::vector<data::Batch> chunks = scatter(batch);
-  run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
-    m.test_step(on_device(chunks[i], i), batch_idx);
-  });
+  evaluation_step(module, batch, batch_idx, /*validation=*/false);
 }
 
 Tensor DataParallelStrategy::predict_step(LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
@@ -324,12 +338,7 @@ Tensor DataParallelStrategy::predict_step(LightningModule& module, const data::B
   run_on_devices(module, chunk_sizes(chunks), [&](size_t i, LightningModule& m) {
     outputs[i] = autocast::raise(m.predict_step(on_device(chunks[i], i), batch_idx));
   });
-  for (Tensor& out : outputs) {
-    if (!out.defined()) return Tensor();
-    out = out.to(root_device());
-  }
-  synchronize_root();
-  return cat(outputs, 0);
+  return gather_on_root(std::move(outputs));
 }
 
 }  // namespace tandem

@@ -60,6 +60,11 @@ class DataParallelStrategy : public Strategy {
   // On CUDA, waits for what the calling (root) thread queued: copies between the root and the
   // other devices, whose threads otherwise run (and reuse memory) unordered with them.
   void synchronize_root() const;
+  // The devices' outputs on the root, concatenated along dim 0 (0-d outputs stacked into
+  // [devices]); undefined when any device returned none.
+  Tensor gather_on_root(std::vector<Tensor> outputs);
+  // validation_step / test_step on every device's chunk, then *_step_end over the gathered outputs.
+  void evaluation_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx, bool validation);
   // Runs fn(i, module_i) for every chunk, chunk i on device i's thread (0 on the calling one),
   // with the caller's grad mode and the precision's autocast; log() calls are captured per chunk
   // and merged into `root`'s log when all are done. Rethrows the first failure by device index.

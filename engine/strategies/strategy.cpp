@@ -69,12 +69,14 @@ Tensor Strategy::training_step(trainer::LightningModule& module, const data::Bat
 
 void Strategy::validation_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   autocast::Guard autocast(precision_.autocast_dtype());
-  module.validation_step(batch, batch_idx);
+  const Tensor outputs = module.validation_step(batch, batch_idx);
+  if (outputs.defined()) module.validation_step_end(outputs, batch);
 }
 
 void Strategy::test_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {
   autocast::Guard autocast(precision_.autocast_dtype());
-  module.test_step(batch, batch_idx);
+  const Tensor outputs = module.test_step(batch, batch_idx);
+  if (outputs.defined()) module.test_step_end(outputs, batch);
 }
 
 Tensor Strategy::predict_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {

@@ -59,10 +59,12 @@ struct OptimizerConfig {
 
 class LightningModule : public nn::Module {
  public:
-  // ---- steps: return the loss (training) or what predict produces; may return undefined ----
+  // ---- steps: return the loss (training), the step's outputs (validation, test: for
+  // validation_step_end / test_step_end; undefined when there are none) or what predict
+  // produces; may return undefined ----
   virtual Tensor training_step(const data::Batch& batch, int64_t batch_idx) = 0;
-  virtual void validation_step(const data::Batch& batch, int64_t batch_idx) {}
-  virtual void test_step(const data::Batch& batch, int64_t batch_idx) {}
+  virtual Tensor validation_step(const data::Batch& batch, int64_t batch_idx) { return Tensor(); }
+  virtual Tensor test_step(const data::Batch& batch, int64_t batch_idx) { return Tensor(); }
   virtual Tensor predict_step(const data::Batch& batch, int64_t batch_idx) { return forward(batch.input); }
   virtual OptimizerConfig configure_optimizers() = 0;
   // Lightning's training_step_end, called with training_step's outputs for the whole batch:
@@ -74,6 +76,11 @@ class LightningModule : public nn::Module {
   virtual std::optional<Tensor> training_step_end(const Tensor& /*outputs*/, const data::Batch& /*batch*/) {
     return std::nullopt;
   }
+  // Lightning's validation_step_end / test_step_end: the same gathering of the step's outputs
+  // for the whole batch (called only when the step returned outputs), for metrics that need the
+  // whole batch at once; what they log counts for the whole batch.
+  virtual void validation_step_end(const Tensor& /*outputs*/, const data::Batch& /*batch*/) {}
+  virtual void test_step_end(const Tensor& /*outputs*/, const data::Batch& /*batch*/) {}
   // dp/ddp2 run a copy of the model on every device: a new module of the same architecture (its
   // weights and buffers are then copied from this one). nullptr (the default): not replicable,
   // and dp says so.

@@ -126,6 +126,41 @@ TEST(DataParallelEquivalence, UnevenSplitsAndAShortLastBatch) {
 
 TEST(DataParallelEquivalence, GradientAccumulation) { expect_dp_equals_one_device({3, 37, 5, 2}); }
 
+// validation_step returns the logits; validation_step_end / test_step_end compute a metric that
+// needs the whole batch at once (softmax over dim 0) and log it.
+class WholeBatchMetricClassifier : public TinyClassifier {
+ public:
+  WholeBatchMetricClassifier() : TinyClassifier(0.05, 0.0) {}
+  Tensor validation_step(const data::Batch& b, int64_t) override { return forward(b.input); }
+  Tensor test_step(const data::Batch& b, int64_t) override { return forward(b.input); }
+  void validation_step_end(const Tensor& outputs, const data::Batch& batch) override {
+    EXPECT_EQ(outputs.size(0), batch.size());
+    val_rows.push_back(outputs.size(0));
+    log("val_batch_metric", mean(softmax(outputs, 0) * outputs));
+  }
+  void test_step_end(const Tensor& outputs, const data::Batch& batch) override {
+    EXPECT_EQ(outputs.size(0), batch.size());
+    log("test_batch_metric", mean(softmax(outputs, 0) * outputs));
+  }
+  std::shared_ptr<LightningModule> make_replica() const override { return std::make_shared<WholeBatchMetricClassifier>(); }
+  std::vector<int64_t> val_rows;
+};
+
+TEST(DataParallelStepEnd, ValidationAndTestStepEndSeeTheWholeBatch) {
+  manual_seed(13);
+  WholeBatchMetricClassifier single;
+  manual_seed(13);
+  WholeBatchMetricClassifier dp;
+  const Fit ref = fit(single, 1, "single_device", 40, 8, 1);
+  const Fit got = fit(dp, 3, "dp", 40, 8, 1);  // 8 -> 3 + 3 + 2 per device
+  ASSERT_FALSE(dp.val_rows.empty());
+  EXPECT_EQ(dp.val_rows, single.val_rows);  // the same whole batches, not chunks
+  EXPECT_NEAR(got.metrics.at("val_batch_metric"), ref.metrics.at("val_batch_metric"),
+              1e-5 * (1 + std::fabs(ref.metrics.at("val_batch_metric"))));
+  EXPECT_NEAR(got.test_metrics.at("test_batch_metric"), ref.test_metrics.at("test_batch_metric"),
+              1e-5 * (1 + std::fabs(ref.test_metrics.at("test_batch_metric"))));
+}
+
 TEST(DataParallelStepEnd, SeesTheWholeBatchAndMatchesOneDevice) {
   manual_seed(11);
   BatchSoftmaxClassifier single;

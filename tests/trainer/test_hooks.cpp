@@ -28,13 +28,13 @@ class HookRecorder : public testing::TinyClassifier {
     add("training_step");
     return TinyClassifier::training_step(b, i);
   }
-  void validation_step(const data::Batch& b, int64_t i) override {
+  Tensor validation_step(const data::Batch& b, int64_t i) override {
     add("validation_step");
-    TinyClassifier::validation_step(b, i);
+    return TinyClassifier::validation_step(b, i);
   }
-  void test_step(const data::Batch& b, int64_t i) override {
+  Tensor test_step(const data::Batch& b, int64_t i) override {
     add("test_step");
-    TinyClassifier::test_step(b, i);
+    return TinyClassifier::test_step(b, i);
   }
   Tensor predict_step(const data::Batch& b, int64_t i) override {
     add("predict_step");
@@ -252,10 +252,10 @@ TEST(TrainerLogOptions, LoggerFalseStaysOutOfMetricsCsvAndProgBarSelectsTheBar) 
 TEST(TrainerLogOptions, OnStepInValidationAndOnEpochOffIsLoggedNowhere) {
   class Model : public testing::TinyClassifier {
    public:
-    void validation_step(const data::Batch& b, int64_t i) override {
+    Tensor validation_step(const data::Batch& b, int64_t i) override {
       log("val_step_only", double(i), {.on_step = true, .on_epoch = false});
       log("nowhere", 1.0, {.on_step = false, .on_epoch = false});
-      TinyClassifier::validation_step(b, i);
+      return TinyClassifier::validation_step(b, i);
     }
   };
   TempDir dir;

@@ -66,7 +66,10 @@ TEST(TrainerLogging, EpochValuesAggregateWithReduceFx) {
 TEST(TrainerLogging, ValidationEpochMeanIsWeightedByBatchSize) {
   class ValModel : public TinyClassifier {
    public:
-    void validation_step(const data::Batch& b, int64_t i) override { log("v", double(i + 1)); }
+    Tensor validation_step(const data::Batch& b, int64_t i) override {
+      log("v", double(i + 1));
+      return Tensor();
+    }
   };
   TempDir dir;
   Trainer trainer(quiet_options(dir.path));

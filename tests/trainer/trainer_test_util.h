@@ -109,16 +109,18 @@ class TinyClassifier : public LightningModule {
     log("train_loss", loss, {.prog_bar = true});
     return loss;
   }
-  void validation_step(const data::Batch& b, int64_t) override {
+  Tensor validation_step(const data::Batch& b, int64_t) override {
     count["validation_step"] += 1;
     EXPECT_FALSE(is_training());
     Tensor loss = cross_entropy(forward(b.input), b.target);
     log("val_loss", loss, {.prog_bar = true});
     if (scripted_val_loss.size() > size_t(current_epoch())) log("scripted", scripted_val_loss[size_t(current_epoch())]);
+    return Tensor();
   }
-  void test_step(const data::Batch& b, int64_t) override {
+  Tensor test_step(const data::Batch& b, int64_t) override {
     count["test_step"] += 1;
     log("test_loss", cross_entropy(forward(b.input), b.target));
+    return Tensor();
   }
   OptimizerConfig configure_optimizers() override {
     OptimizerConfig c;
