@@ -61,6 +61,9 @@ class Accelerator {
 
   // Whether this hardware can be used by this process at all.
   virtual bool is_available() const = 0;
+  // True when the accelerator computes on the host CPU: there half precision is bfloat16 only
+  // (16-mixed falls back to bf16-mixed) and float64 training is allowed.
+  virtual bool computes_on_host() const { return false; }
 
   // One line saying why the accelerator is (un)available, for the "auto" log line and errors:
   // e.g. "2 CUDA devices visible" or "Tandem was built without CUDA".

@@ -9,6 +9,7 @@ namespace tandem {
 
 class CPUAccelerator : public Accelerator {
  public:
+  bool computes_on_host() const override { return true; }
   CPUAccelerator();
   std::string name() const override { return "cpu"; }
   // One 0 per process: devices=3 gives {0, 0, 0}.

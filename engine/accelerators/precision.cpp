@@ -28,15 +28,15 @@ Precision parse_precision(const PrecisionSpec& value) {
                     "\"16-mixed\" (or 16), \"bf16-mixed\" (or \"bf16\"), \"64-true\" (or 64, CPU only)");
 }
 
-PrecisionChoice resolve_precision(Precision requested, const std::string& accelerator) {
-  if (requested == Precision::Float16Mixed && accelerator == "cpu") {
+PrecisionChoice resolve_precision(Precision requested, const Accelerator& accelerator) {
+  if (requested == Precision::Float16Mixed && accelerator.computes_on_host()) {
     return {Precision::BFloat16Mixed,
             "warning: precision=16-mixed is not supported on CPU; using bf16-mixed instead "
             "(pass --trainer.precision=bf16-mixed to silence this)"};
   }
-  if (requested == Precision::Float64True && accelerator != "cpu") {
+  if (requested == Precision::Float64True && !accelerator.computes_on_host()) {
     throw ConfigError("precision=64-true is supported on CPU only, not on accelerator=" +
-                      accelerator + "; use 32-true, 16-mixed or bf16-mixed there, or "
+                      accelerator.name() + "; use 32-true, 16-mixed or bf16-mixed there, or "
                       "--trainer.accelerator=cpu");
   }
   return {requested, std::nullopt};

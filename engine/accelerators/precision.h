@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "engine/accelerators/accelerator.h"
+
 namespace tandem {
 
 enum class Precision { Float32True, Float16Mixed, BFloat16Mixed, Float64True };
@@ -42,8 +44,8 @@ struct PrecisionChoice {
   std::optional<std::string> note;  // set when the precision was changed, starts "warning:"
 };
 
-// Applies the accelerator's limits: 16-mixed on cpu becomes bf16-mixed (with a note), 64-true
-// anywhere but cpu is a ConfigError.
-PrecisionChoice resolve_precision(Precision requested, const std::string& accelerator);
+// Applies the accelerator's limits: 16-mixed on a host accelerator (cpu) becomes bf16-mixed
+// (with a note), 64-true on any other is a ConfigError.
+PrecisionChoice resolve_precision(Precision requested, const Accelerator& accelerator);
 
 }  // namespace tandem

@@ -120,7 +120,7 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   plan.processes_per_node = st.strategy->processes_per_node(static_cast<int>(indices.size()));
   plan.world_size = plan.processes_per_node * plan.num_nodes;
 
-  PrecisionChoice prec = resolve_precision(requested_precision, acc.name);
+  PrecisionChoice prec = resolve_precision(requested_precision, *acc.accelerator);
   plan.precision = prec.precision;
   if (prec.note) plan.notes.push_back(*prec.note);
   st.strategy->validate_precision(plan.precision);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/accelerators/accelerator_registry.h"
+#include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
@@ -227,13 +228,15 @@ TEST(Precision, OthersListAllowed) {
 }
 
 TEST(Precision, CpuFallbackAndCpuOnly64) {
-  auto cpu16 = tandem::resolve_precision(tandem::Precision::Float16Mixed, "cpu");
+  const tandem::CPUAccelerator cpu;
+  const tandem::CUDAAccelerator cuda;
+  auto cpu16 = tandem::resolve_precision(tandem::Precision::Float16Mixed, cpu);
   EXPECT_EQ(cpu16.precision, tandem::Precision::BFloat16Mixed);
   ASSERT_TRUE(cpu16.note.has_value());
   EXPECT_EQ(cpu16.note->rfind("warning:", 0), 0u);
-  EXPECT_FALSE(tandem::resolve_precision(tandem::Precision::Float16Mixed, "cuda").note.has_value());
-  EXPECT_EQ(tandem::resolve_precision(tandem::Precision::Float64True, "cpu").precision,
+  EXPECT_FALSE(tandem::resolve_precision(tandem::Precision::Float16Mixed, cuda).note.has_value());
+  EXPECT_EQ(tandem::resolve_precision(tandem::Precision::Float64True, cpu).precision,
             tandem::Precision::Float64True);
-  expect_error<ConfigError>([] { tandem::resolve_precision(tandem::Precision::Float64True, "cuda"); },
+  expect_error<ConfigError>([&] { tandem::resolve_precision(tandem::Precision::Float64True, cuda); },
                             {"64-true is supported on CPU only"});
 }
