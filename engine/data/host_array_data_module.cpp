@@ -8,8 +8,9 @@ namespace tandem::data {
 
 namespace {
 
+// "host array data option batch_size must be ..." / "... option val_size=6 leaves ..."
 std::string option_error(const char* key, const std::string& what) {
-  return std::string("host array data option ") + key + " " + what;
+  return std::string("host array data option ") + key + (what.front() == '=' ? "" : " ") + what;
 }
 
 }  // namespace
