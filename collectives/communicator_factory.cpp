@@ -157,7 +157,7 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, HostComm co
   return mpi_comm;
 #else
   (void)comm, (void)options, (void)device_index;
-  not_built(backend);
+  not_built(CommBackend::Mpi);  // a host communicator is an MPI one, whatever the backend
 #endif
 }
 
