@@ -93,10 +93,12 @@ MPI_Comm host_mpi_comm(HostComm comm) {
                       "; the host program initializes MPI (MPI_Init_thread with at least MPI_THREAD_FUNNELED) before "
                       "handing Tandem its communicator and finalizes it after Tandem is done");
   }
-  const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(comm.fortran_handle));
+  const bool fits = comm.fortran_handle == static_cast<MPI_Fint>(comm.fortran_handle);
+  // An unknown or freed handle converts to MPI_COMM_NULL or, in Open MPI, to a null pointer
+  // (MPI_Comm{}); either would make the next MPI call abort the job.
+  const MPI_Comm c = fits ? MPI_Comm_f2c(static_cast<MPI_Fint>(comm.fortran_handle)) : MPI_COMM_NULL;
   int size = 0;
-  if (comm.fortran_handle != static_cast<MPI_Fint>(comm.fortran_handle) || c == MPI_COMM_NULL ||
-      MPI_Comm_size(c, &size) != MPI_SUCCESS || size < 1) {
+  if (c == MPI_COMM_NULL || c == MPI_Comm{} || MPI_Comm_size(c, &size) != MPI_SUCCESS || size < 1) {
     throw ConfigError("host MPI communicator handle " + std::to_string(comm.fortran_handle) +
                       " is not a communicator of this process (MPI_COMM_NULL or unknown); pass MPI_Comm_c2f(comm) of a "
                       "live communicator (collectives::host_comm(comm) in C++)");

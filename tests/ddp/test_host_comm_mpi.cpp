@@ -61,6 +61,10 @@ TEST(HostComm, BadHandlesAreConfigErrors) {
                             {"handle " + std::to_string(null_comm.fortran_handle), "is not a communicator of this process"});
   expect_error<ConfigError>([&] { collectives::make_communicator(collectives::CommBackend::Mpi, null_comm); },
                             {"is not a communicator of this process"});
+  for (int64_t unknown : {int64_t(1) << 20, int64_t(-3), int64_t(1) << 40}) {
+    expect_error<ConfigError>([&] { collectives::describe_host_comm(collectives::HostComm{unknown}); },
+                              {"handle " + std::to_string(unknown), "is not a communicator of this process"});
+  }
   if (world_size() > 1) {
     expect_error<ConfigError>(
         [&] { collectives::make_communicator(collectives::CommBackend::Local, collectives::host_comm(MPI_COMM_WORLD)); },
