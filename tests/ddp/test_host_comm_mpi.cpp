@@ -10,6 +10,7 @@
 
 #include "collectives/mpi/host_comm.h"
 #include "engine/data/host_array_data_module.h"
+#include "engine/tensor/generator.h"
 #include "mpi_test_world.h"
 #include "tests/accelerators/expect_error.h"
 #include "trainer_test_util.h"
@@ -122,6 +123,55 @@ TEST(HostCommTrainer, TrainsOnTheGivenCommunicatorAndLeavesItUsable) {
   int sum = 0, one = 1;
   EXPECT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, pair), MPI_SUCCESS);
   EXPECT_EQ(sum, pair_size);
+  MPI_Comm_free(&pair);
+}
+
+// Identical weights on every rank of `comm` (elementwise min == max).
+bool identical_over(MPI_Comm comm, const std::vector<float>& w) {
+  std::vector<float> lo(w.size()), hi(w.size());
+  MPI_Allreduce(w.data(), lo.data(), int(w.size()), MPI_FLOAT, MPI_MIN, comm);
+  MPI_Allreduce(w.data(), hi.data(), int(w.size()), MPI_FLOAT, MPI_MAX, comm);
+  return lo == w && hi == w;
+}
+
+// horovod (planned by the Trainer) and ddp2 (a plan that tells each rank of the pair it is a
+// node of its own, as the strategies tests do) train over the pair, not the world: ranks and
+// size are the pair's, and the pair ends identical although each rank started from other weights.
+TEST(HostCommTrainer, HorovodAndDdp2CommunicateOverTheHostCommunicator) {
+  MPI_Comm pair = split_in_pairs();
+  int pair_rank = 0, pair_size = 1;
+  MPI_Comm_rank(pair, &pair_rank);
+  MPI_Comm_size(pair, &pair_size);
+  if (pair_size < 2) {
+    MPI_Comm_free(&pair);
+    GTEST_SKIP() << "this rank has no partner";
+  }
+  RankTempDir dir;
+  RankArrays data(12);
+  data::HostArrayOptions ho;
+  ho.batch_size = 4;
+  ho.prefetch = 0;
+  data::HostArrayDataModule dm(data.arrays(), ho);
+  for (const std::string strategy : {"horovod", "ddp2"}) {
+    TrainerOptions o = host_options(dir.path, pair);
+    o.strategy = strategy;
+    std::unique_ptr<Trainer> trainer;
+    if (strategy == "ddp2") {
+      o.devices = 2;
+      o.num_nodes = pair_size;
+      HardwareOptions hardware = hardware_options(o);
+      hardware.cluster = ClusterEnvironment{"host_comm", pair_size, pair_rank, 0, pair_rank};
+      trainer = std::make_unique<Trainer>(o, plan_execution(hardware));
+    } else {
+      trainer = std::make_unique<Trainer>(o);
+    }
+    EXPECT_EQ(trainer->world_size(), pair_size) << strategy;
+    EXPECT_EQ(trainer->global_rank(), pair_rank) << strategy;
+    manual_seed(500 + uint64_t(world_rank()));  // a different start on every rank
+    testing::TinyClassifier model(0.05, 0.0);
+    trainer->fit(model, dm);
+    EXPECT_TRUE(identical_over(pair, testing::flat_weights(model))) << strategy;
+  }
   MPI_Comm_free(&pair);
 }
 
