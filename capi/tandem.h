@@ -26,7 +26,7 @@ extern "C" {
 enum {
   TANDEM_OK = 0,
   TANDEM_ERROR = 1,        /* a runtime failure: communication, I/O, numerics */
-  TANDEM_CONFIG_ERROR = 2, /* bad input: an unknown flag or value, a null argument, sizes that disagree */
+  TANDEM_CONFIG_ERROR = 2  /* bad input: an unknown flag or value, a null argument, sizes that disagree */
 };
 
 typedef struct tandem_model tandem_model;
