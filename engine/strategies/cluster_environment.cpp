@@ -116,4 +116,15 @@ ClusterEnvironment detect_cluster_environment(const EnvLookup& env) {
   return ClusterEnvironment{};
 }
 
+ClusterEnvironment host_comm_cluster(collectives::HostComm comm) {
+  const collectives::HostCommShape shape = collectives::describe_host_comm(comm);
+  ClusterEnvironment c;
+  c.name = "host_comm";
+  c.world_size = shape.size;
+  c.global_rank = shape.rank;
+  c.local_rank = shape.local_rank;
+  c.node_rank = shape.node_rank;
+  return c;
+}
+
 }  // namespace tandem

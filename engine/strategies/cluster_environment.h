@@ -14,6 +14,8 @@
 //                                                   that size / OMPI_COMM_WORLD_RANK + 1 / the
 //                                                   same / 0 (the spawner is rank 0)
 //   local      none of the above                    1 / 0 / 0 / 0
+//   host_comm  not detected: host_comm_cluster()    a host MPI communicator's size / rank / rank
+//              for a Trainer given a communicator   on its node / its node's index (embedding)
 //
 // The first match in that order wins: mpirun under SLURM still sets OMPI_*, and torchrun
 // under srun sets RANK for its own children.
@@ -22,10 +24,12 @@
 #include <optional>
 #include <string>
 
+#include "collectives/communicator_factory.h"
+
 namespace tandem {
 
 struct ClusterEnvironment {
-  std::string name = "local";   // spawn, openmpi, pmix, torchrun, slurm, local
+  std::string name = "local";   // spawn, openmpi, pmix, torchrun, slurm, local, host_comm
   int world_size = 1;           // -1 when the variables do not say (pmix without slurm)
   int global_rank = 0;
   int local_rank = 0;           // -1 when unknown
@@ -42,5 +46,9 @@ EnvLookup process_environment();
 // Detects the environment. Throws ConfigError naming the variable when a value is not an
 // integer or ranks are inconsistent (rank >= world size).
 ClusterEnvironment detect_cluster_environment(const EnvLookup& env = process_environment());
+
+// The job a host MPI communicator describes (collectives::describe_host_comm: collective over
+// it). Launched, so nothing relaunches it, whatever launcher variables the process also has.
+ClusterEnvironment host_comm_cluster(collectives::HostComm comm);
 
 }  // namespace tandem

@@ -62,7 +62,10 @@ std::shared_ptr<collectives::Communicator> make_world_communicator(const Strateg
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(env.collective_timeout_s * 1000.0));
   const Device device = env.tensor_devices.front();
   // NCCL drives this rank's GPU (the plan's process device, e.g. cuda:3 for --trainer.devices=2,3).
-  return collectives::make_communicator(comm_backend_for(env, device, strategy), options, device.is_cuda() ? device.index : -1);
+  const CommBackend backend = comm_backend_for(env, device, strategy);
+  const int device_index = device.is_cuda() ? device.index : -1;
+  if (env.host_comm) return collectives::make_communicator(backend, *env.host_comm, options, device_index);
+  return collectives::make_communicator(backend, options, device_index);
 }
 
 void DDPStrategy::setup_environment(const StrategyEnvironment& env) {

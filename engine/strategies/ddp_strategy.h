@@ -28,7 +28,8 @@ namespace tandem {
 
 // The world communicator a strategy's environment asks for: the process_group_backend (auto:
 // NCCL for a GPU when built, else MPI; a world of one needs none), the collective timeout, and
-// the root device for NCCL. Throws ConfigError for a backend that cannot carry this job.
+// the root device for NCCL; over the host's communicator when env.host_comm is set, else over
+// MPI_COMM_WORLD. Throws ConfigError for a backend that cannot carry this job.
 std::shared_ptr<collectives::Communicator> make_world_communicator(const StrategyEnvironment& env,
                                                                    const std::string& strategy);
 

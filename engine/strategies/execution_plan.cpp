@@ -84,7 +84,7 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   plan.accelerator = acc.name;
   plan.notes = acc.notes;
 
-  plan.cluster = detect_cluster_environment(env);
+  plan.cluster = options.cluster ? *options.cluster : detect_cluster_environment(env);
   std::vector<int> indices = acc.accelerator->parse_devices(options.devices);
   // `mpirun -np N tandem fit --trainer.strategy=ddp` on CPUs: devices=auto means "the processes
   // the launcher started on this node" (one process per CPU device), not 1.

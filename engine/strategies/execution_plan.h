@@ -32,6 +32,9 @@ struct HardwareOptions {
   // Lightning's auto_select_gpus: with accelerator=cuda and devices=k (or -1/"auto"), take the
   // first k GPUs that are free now (find_usable_cuda_devices) instead of the first k.
   bool auto_select_gpus = false;
+  // The job's processes as given (a host communicator's, host_comm_cluster()) instead of the
+  // launcher's variables; a given cluster is never relaunched.
+  std::optional<ClusterEnvironment> cluster;
 };
 
 struct ExecutionPlan {

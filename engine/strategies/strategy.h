@@ -20,11 +20,13 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "collectives/communicator_factory.h"
 #include "engine/accelerators/accelerator.h"
 #include "engine/accelerators/named_registry.h"
 #include "engine/accelerators/precision.h"
@@ -65,6 +67,9 @@ struct StrategyEnvironment {
   ClusterEnvironment cluster;
   std::string process_group_backend = "auto";    // auto | mpi | nccl | local
   double collective_timeout_s = 600.0;
+  // Set when the host program handed its MPI communicator (TrainerOptions::communicator): the
+  // strategy's communicator is made over it (duplicated) instead of over MPI_COMM_WORLD.
+  std::optional<collectives::HostComm> host_comm;
 };
 
 class Strategy {

@@ -17,8 +17,13 @@ Storage::Storage(size_t nbytes, Device device, HostMemory host_memory) : nbytes_
   data_ = backend_for(device).allocate(nbytes, device.index);
 }
 
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes) {
+  if (data == nullptr && nbytes > 0) throw ValueError("Storage::borrow: null pointer for " + std::to_string(nbytes) + " bytes");
+  return std::shared_ptr<Storage>(new Storage(data, nbytes));
+}
+
 Storage::~Storage() {
-  if (!data_) return;
+  if (!data_ || borrowed_) return;
   if (pinned_) {
     pinned_host_free(data_);
   } else {

@@ -1,6 +1,7 @@
 // Storage: a reference-counted buffer on one device, allocated and freed through that
 // device's Backend (aligned host memory on CPU, the caching allocator on CUDA), or, for CPU
-// storage asked for as HostMemory::Pinned, page-locked host memory (kernels/pinned_host.h).
+// storage asked for as HostMemory::Pinned, page-locked host memory (kernels/pinned_host.h), or
+// borrowed: host memory the caller owns (Storage::borrow), never freed here.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,9 @@ class Storage {
   // host_memory applies to CPU storage only (Pinned on another device is a DeviceError).
   Storage(size_t nbytes, Device device, HostMemory host_memory = HostMemory::Pageable);
   ~Storage();
+  // A CPU storage over `nbytes` at `data`, which the caller owns and keeps alive (and unmoved)
+  // for as long as any tensor views it; nothing is copied, and nothing is freed.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -28,12 +32,16 @@ class Storage {
   const Device& device() const { return device_; }
   // True when the buffer really is page-locked (asked for Pinned, and pinned memory exists).
   bool pinned() const { return pinned_; }
+  bool borrowed() const { return borrowed_; }
 
  private:
+  Storage(void* data, size_t nbytes) : data_(data), nbytes_(nbytes), device_(Device::cpu()), borrowed_(true) {}
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   bool pinned_ = false;
+  bool borrowed_ = false;
 };
 
 }  // namespace tandem

@@ -63,14 +63,28 @@ TensorImpl& Tensor::impl() const {
 
 // ---------------- factories ----------------
 
-static Tensor empty_tensor(const Shape& shape, DType dtype, Device device, HostMemory host_memory) {
+static void check_shape(const Shape& shape) {
   if (shape.size() > size_t(kMaxDims))
     throw ShapeError("tensors have at most " + std::to_string(kMaxDims) + " dims, got shape " +
                      shape_to_string(shape));
   for (int64_t s : shape)
     if (s < 0) throw ShapeError("negative dimension in shape " + shape_to_string(shape));
+}
+
+static Tensor empty_tensor(const Shape& shape, DType dtype, Device device, HostMemory host_memory) {
+  check_shape(shape);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device, host_memory);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_external(void* data, const Shape& shape, DType dtype) {
+  check_shape(shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::borrow(data, size_t(shape_numel(shape)) * dtype_size(dtype));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

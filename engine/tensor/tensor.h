@@ -52,6 +52,10 @@ class Tensor {
   // before the DMA has read it: do not write into it until the device's stream has passed the
   // copy (Backend::synchronize); dropping it at once is safe.
   static Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
+  // A contiguous CPU tensor over memory the caller owns (e.g. an HPC code's arrays): nothing is
+  // copied and nothing freed; `data` must stay valid while any tensor views it. Writes through
+  // the tensor write the caller's memory. ShapeError for a bad shape, ValueError for null data.
+  static Tensor from_external(void* data, const Shape& shape, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,

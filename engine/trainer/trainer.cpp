@@ -31,7 +31,9 @@ Trainer::Trainer(TrainerOptions options) : Trainer(options, [&] {
       validate_trainer_options(options);
       // TANDEM_SIMULATE_*_CUDA_DEVICES describe a pretend machine: fine to plan on, never to train on.
       refuse_training_when_simulating("start a Trainer");
-      return plan_execution(hardware_options(options));
+      HardwareOptions hardware = hardware_options(options);
+      if (options.communicator) hardware.cluster = host_comm_cluster(*options.communicator);
+      return plan_execution(hardware);
     }()) {}
 
 Trainer::Trainer(TrainerOptions options, ExecutionPlan plan) : options_(std::move(options)), plan_(std::move(plan)) {
@@ -126,6 +128,7 @@ void Trainer::setup_strategy() {
   env.cluster = plan_.cluster;
   env.process_group_backend = options_.process_group_backend;
   env.collective_timeout_s = options_.collective_timeout;
+  env.host_comm = options_.communicator;
   accelerator_->setup_device(env.devices.front());
   strategy_->setup_environment(env);
 }
@@ -187,8 +190,26 @@ void Trainer::setup_logger() {
   }
 }
 
+namespace {
+const char* const kStageNames[] = {"training", "validation", "test", "predict", "sanity-check"};
+}  // namespace
+
 void Trainer::shard_for_ranks(data::DataLoader& loader, RunningStage stage) const {
   if (world_size() == 1) return;
+  if (datamodule_ && datamodule_->per_rank_data()) {
+    // The host's partition stands; DDP pairs batch k of every rank, so the counts must agree.
+    const double mine = double(loader.num_batches());
+    const double fewest = strategy_->reduce(mine, ReduceFx::Min);
+    const double most = strategy_->reduce(mine, ReduceFx::Max);
+    if (fewest != most) {
+      throw ConfigError("the datamodule's data is per rank (per_rank_data), and rank " + std::to_string(global_rank()) +
+                        " has " + std::to_string(loader.num_batches()) + " " + kStageNames[int(stage)] +
+                        " batch(es), but the ranks have between " + std::to_string(int64_t(fewest)) + " and " +
+                        std::to_string(int64_t(most)) + "; give every rank the same number of batches (examples / "
+                        "batch_size rounded up), e.g. by trimming the largest partitions");
+    }
+    return;
+  }
   // Lightning's use_distributed_sampler: training shuffles as the loader did (same seed on every
   // rank); evaluation keeps order; predict splits without repeats so no example is predicted twice.
   data::DistributedSamplerOptions o;

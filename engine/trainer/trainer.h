@@ -60,10 +60,15 @@ class Trainer {
   using Metrics = std::map<std::string, double>;
 
   // Validates the options (ConfigError) and resolves the hardware plan; refuses plans that
-  // cannot train. Nothing is written to disk until a stage runs.
+  // cannot train. Nothing is written to disk until a stage runs. With options.communicator (a
+  // host MPI code's communicator) the job is that communicator (host_comm_cluster: collective
+  // over it, so all its ranks construct together) and the strategy communicates over a
+  // duplicate of it.
   explicit Trainer(TrainerOptions options);
   // With a plan already made from the same options (`tandem fit` plans once, to launch): the
-  // plan's live Accelerator and Strategy are the ones that train.
+  // plan's live Accelerator and Strategy are the ones that train. With options.communicator, make
+  // the plan with HardwareOptions::cluster = host_comm_cluster(...), so that ranks and devices
+  // are the communicator's (a plan of another size is a ConfigError at setup).
   Trainer(TrainerOptions options, ExecutionPlan plan);
   ~Trainer();
   Trainer(const Trainer&) = delete;

@@ -53,6 +53,12 @@ struct TrainerOptions : HardwareOptions {
   // ---- distributed (Lightning's DDPStrategy(process_group_backend=..., timeout=...)) ----
   std::string process_group_backend = "auto";  // auto (nccl for CUDA when built, else mpi) | mpi | nccl
   double collective_timeout = 600.0;           // seconds; a collective that takes longer fails the job
+  // Embedding in an MPI code: train on the host's communicator (collectives::host_comm(MPI_Comm)
+  // from collectives/mpi/host_comm.h, or a Fortran integer handle) instead of MPI_COMM_WORLD.
+  // World size and ranks come from it; the host owns MPI (initializes it before, finalizes it
+  // after); Tandem duplicates the communicator, frees only its duplicate, and never relaunches.
+  // Every rank of it constructs the Trainer together. Not a command-line option.
+  std::optional<collectives::HostComm> communicator;
 
   // ---- loops ----
   // Unset: 1000 when max_steps is -1, else no epoch limit (Lightning). -1: no limit.
