@@ -31,14 +31,6 @@ std::vector<float> fit_weights(const std::string& accelerator, int devices, cons
   return flat_weights(model);
 }
 
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(0.1, std::fabs(double(b[i]))));
-  return worst;
-}
-
 TEST(CudaDataParallel, TwoGpusEqualOneGpuAtTheSameBatch) {
   SKIP_WITHOUT_GPU();
   if (cuda::visible_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";

@@ -16,6 +16,7 @@ namespace {
 using testing::SyntheticDataModule;
 using testing::TempDir;
 using testing::TinyClassifier;
+using testing::max_relative_difference;
 
 // Records the size of every chunk training_step sees (shared by the replicas).
 struct ChunkLog {
@@ -75,15 +76,6 @@ Fit fit(Model& model, int devices, const std::string& strategy, int64_t n_train,
   Fit out{testing::flat_weights(model), trainer.callback_metrics(), {}};
   out.test_metrics = trainer.test(model, dm, "", /*verbose=*/false).front();
   return out;
-}
-
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(0.1, std::fabs(double(b[i]))));
-  }
-  return worst;
 }
 
 struct Case {

@@ -19,6 +19,7 @@ namespace {
 using collectives::mpitest::g_world;
 using testing::SyntheticDataModule;
 using testing::TinyClassifier;
+using testing::max_relative_difference;
 
 // One directory per job shared by its ranks (rank 0's pid names it).
 struct SharedDir {
@@ -112,15 +113,6 @@ std::vector<float> one_device_weights(const Case& c) {
     config.scheduler->step();
   }
   return testing::flat_weights(model);
-}
-
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(0.1, std::fabs(double(b[i]))));
-  }
-  return worst;
 }
 
 TEST(HorovodEquivalence, EqualsDdpAtTheSameWorldSize) {

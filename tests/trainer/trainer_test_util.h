@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -181,6 +182,16 @@ inline TrainerOptions quiet_options(const std::string& root) {
   o.enable_model_summary = false;
   o.enable_checkpointing = false;
   return o;
+}
+
+// max over i of |a[i] - b[i]| / max(|b[i]|, 0.1): relative, with a floor so weights near zero
+// (where Adam magnifies rounding differences of tiny gradients) are compared absolutely.
+inline double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(0.1, std::fabs(double(b[i]))));
+  return worst;
 }
 
 inline std::vector<float> flat_weights(const nn::Module& m) {
