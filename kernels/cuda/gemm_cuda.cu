@@ -7,7 +7,8 @@
 // operand is our A, each with its own transpose flag unchanged. Nothing is copied or transposed.
 //
 // The products themselves are one cuBLASLt call each (gemm_lt.cuh, gemm_lt.cu: plans, precision,
-// epilogues); this file handles the empty sum (k = 0), overlapping outputs and batch chunks.
+// epilogues); this file handles the empty sum (k = 0), overlapping outputs and batch chunks, and
+// the dtype mapping both the GPU and the emulation build use.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -37,6 +38,19 @@ __global__ void scale_matrices_kernel(T* c, int64_t mn, int64_t stride, int64_t 
 }
 
 }  // namespace
+
+// Here rather than in gemm_lt.cu: the emulation build, which replaces gemm_lt.cu, uses it too.
+DTypeInfo gemm_lt::dtype_info(DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return {CUDA_R_32F, CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, 4};
+    case DType::Float64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, 8};
+    case DType::Float16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
+    case DType::BFloat16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
+    default: break;
+  }
+  throw DTypeError(std::string("gemm on CUDA supports float32, float64, float16 and bfloat16, got ") + dtype_name(dtype));
+}
 
 using gemm_lt::dtype_info;
 using gemm_lt::lt_matmul;

@@ -224,18 +224,6 @@ GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_ty
 
 }  // namespace
 
-DTypeInfo gemm_lt::dtype_info(DType dtype) {
-  switch (dtype) {
-    case DType::Float32:
-      return {CUDA_R_32F, CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, 4};
-    case DType::Float64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, 8};
-    case DType::Float16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
-    case DType::BFloat16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
-    default: break;
-  }
-  throw DTypeError(std::string("gemm on CUDA supports float32, float64, float16 and bfloat16, got ") + dtype_name(dtype));
-}
-
 bool gemm_lt::lt_matmul(DType dtype, const DTypeInfo& info, bool trans_a, bool trans_b, int64_t m, int64_t n,
                         int64_t k, double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b,
                         double beta, void* c, int64_t stride_c, int64_t batch, Epilogue epilogue, const void* bias) {

@@ -1,6 +1,7 @@
-// gemm_lt.cuh in the emulation build: the products cuBLASLt would compute, by the CPU backend's
-// GEMM on the same memory (see library_on_cpu.h). The bias epilogue adds bias[j] to every row
-// before the single rounding, as cuBLASLt's does; it never falls back (lt_matmul returns true).
+// gemm_lt.cuh's lt_matmul in the emulation build (dtype_info is gemm_cuda.cu's): the products
+// cuBLASLt would compute, by the CPU backend's GEMM on the same memory (see library_on_cpu.h).
+// The bias epilogue adds bias[j] to every row before the single rounding, as cuBLASLt's does; it
+// never falls back (lt_matmul returns true). Float32 computes in float32 whatever allow_tf32().
 #include <algorithm>
 #include <string>
 
@@ -9,17 +10,6 @@
 #include "kernels/cuda/gemm_lt.cuh"
 
 namespace tandem {
-
-gemm_lt::DTypeInfo gemm_lt::dtype_info(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 4};
-    case DType::Float64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, 8};
-    case DType::Float16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
-    case DType::BFloat16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2};
-    default: break;
-  }
-  throw DTypeError(std::string("gemm on CUDA supports float32, float64, float16 and bfloat16, got ") + dtype_name(dtype));
-}
 
 bool gemm_lt::lt_matmul(DType dtype, const DTypeInfo&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                         double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta,
