@@ -108,21 +108,24 @@ T atomicCAS(T* address, T expected, T desired) {
   std::atomic_ref<T>(*address).compare_exchange_strong(expected, desired);
   return expected;  // the old value, whether or not it was replaced
 }
-template <typename T>
-T atomicMax(T* address, T v) {
+namespace tandem::emu {
+// Stores v while replaces(old, v); returns the old value (CUDA's atomicMax/atomicMin).
+template <typename T, typename Replaces>
+T atomic_replace_if(T* address, T v, Replaces replaces) {
   std::atomic_ref<T> a(*address);
   T old = a.load();
-  while (old < v && !a.compare_exchange_weak(old, v)) {
+  while (replaces(old, v) && !a.compare_exchange_weak(old, v)) {
   }
   return old;
 }
+}  // namespace tandem::emu
+template <typename T>
+T atomicMax(T* address, T v) {
+  return ::tandem::emu::atomic_replace_if(address, v, [](T old, T x) { return old < x; });
+}
 template <typename T>
 T atomicMin(T* address, T v) {
-  std::atomic_ref<T> a(*address);
-  T old = a.load();
-  while (v < old && !a.compare_exchange_weak(old, v)) {
-  }
-  return old;
+  return ::tandem::emu::atomic_replace_if(address, v, [](T old, T x) { return x < old; });
 }
 
 // ---------------------------------------------------------------- intrinsics
