@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,15 +43,18 @@ namespace {
 constexpr size_t kAlignment = 256;
 using Clock = std::chrono::steady_clock;
 
+// A bad value is a usage error (exit 2): the runtime is a C API with no other way to refuse, and
+// guessing a device count would make a test run on a configuration nobody asked for.
 int read_env_int(const char* name, int fallback, int lo, int hi) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
   char* end = nullptr;
+  errno = 0;
   const long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < lo || v > hi) {
-    std::fprintf(stderr, "tandem CUDA emulator: %s=%s is not an integer in %d..%d; using %d\n", name, text, lo, hi,
-                 fallback);
-    return fallback;
+  if (*end != '\0' || errno != 0 || v < lo || v > hi) {
+    std::fprintf(stderr, "tandem CUDA emulator: %s=%s is not allowed; use an integer in %d..%d (unset: %d)\n", name,
+                 text, lo, hi, fallback);
+    std::exit(2);
   }
   return int(v);
 }
