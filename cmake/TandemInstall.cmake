@@ -1,11 +1,11 @@
 # `cmake --install <build> --prefix P` installs the library, its headers, the `tandem` program
 # and a CMake package, so a host project writes
 #   find_package(tandem 0.1 REQUIRED)
-#   target_link_libraries(app PRIVATE tandem::tandem)
+#   target_link_libraries(app PRIVATE tandem::tandem)   (C and Fortran hosts: tandem::c)
 # and gets the same include paths, definitions and link dependencies as the in-tree targets.
 #
-#   P/lib/libtandem.a
-#   P/include/tandem/{engine,kernels,collectives,models}/...   #include "engine/nn/nn.h"
+#   P/lib/{libtandem,libtandem_cli_lib,libtandem_c}.a
+#   P/include/tandem/{engine,kernels,collectives,models,capi,apps/tandem}/...   #include "engine/nn/nn.h"
 #   P/bin/tandem
 #   P/lib/cmake/tandem/{tandemConfig,tandemConfigVersion,tandemTargets}.cmake
 #
@@ -41,14 +41,18 @@ if(TANDEM_NATIVE_ARCH)
   endif()
 endif()
 
-install(TARGETS tandem EXPORT tandemTargets
+# tandem::tandem (the engine), tandem::cli (the command line as a library) and tandem::c (the C
+# interface, capi/tandem.h, for C and Fortran hosts).
+install(TARGETS tandem tandem_cli_lib tandem_c EXPORT tandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir engine kernels collectives models)
+foreach(dir engine kernels collectives models capi)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/apps/tandem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem/apps
+        FILES_MATCHING PATTERN "*.h")
 install(EXPORT tandemTargets NAMESPACE tandem:: DESTINATION ${TANDEM_INSTALL_CMAKEDIR})
 
 # What tandemConfig.cmake finds again before it loads the targets: the packages whose targets

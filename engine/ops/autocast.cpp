@@ -30,6 +30,18 @@ Tensor lower(const Tensor& t) {
   return t.to(*t_low);
 }
 
+bool should_round_on_host(std::initializer_list<const Tensor*> operands) {
+  if (t_low != DType::BFloat16) return false;
+  for (const Tensor* t : operands)
+    if (t->defined() && t->device().is_cpu() && t->dtype() == DType::Float32) return true;
+  return false;
+}
+
+Tensor round_to_bfloat16(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || t.dtype() != DType::Float32) return t;
+  return t.to(DType::BFloat16).to(DType::Float32);
+}
+
 bool should_raise(const Tensor& t) { return t_low && on_cuda(t) && is_half(t.dtype()); }
 
 Tensor raise(const Tensor& t) { return should_raise(t) ? t.to(DType::Float32) : t; }

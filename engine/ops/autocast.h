@@ -8,8 +8,13 @@
 //   - add, sub, mul and div of a low-precision and a float32 operand run in float32 (PyTorch's
 //     type promotion; outside autocast mixing dtypes stays a DTypeError);
 //   - everything else runs in its input's dtype.
-// CPU tensors and float64 are never touched (the CPU kernels compute in float32/float64). The
-// state is per thread; Guards nest and restore the previous state.
+// On CPU tensors under bfloat16 autocast (torch's CPU autocast is bfloat16 only), matmul, linear
+// and conv2d see their float32 operands rounded to bfloat16 and round their output to bfloat16:
+// bfloat16 inputs, float32 accumulation, bfloat16 output, as torch's CPU bf16 GEMM. The CPU
+// backend has no bfloat16 arithmetic, so the rounded values stay in float32 tensors and the ops
+// after them compute in float32 (torch would run them in bfloat16). The rounding is the pair of
+// casts to(bfloat16).to(float32), so gradients flowing back through it are rounded too.
+// Float64 is never touched. The state is per thread; Guards nest and restore the previous state.
 #pragma once
 #include <optional>
 #include <utility>
@@ -38,6 +43,12 @@ std::optional<DType> low_dtype();
 bool should_lower(std::initializer_list<const Tensor*> operands);
 // t in the low dtype (undefined and non-float tensors pass through).
 Tensor lower(const Tensor& t);
+
+// True when an op of the low-precision list runs on the CPU rounded to bfloat16: autocast is
+// bfloat16 and one of the defined operands is a CPU float32 tensor.
+bool should_round_on_host(std::initializer_list<const Tensor*> operands);
+// A CPU float32 tensor's values rounded to bfloat16 (differentiable); other tensors pass through.
+Tensor round_to_bfloat16(const Tensor& t);
 
 // True when an op of the float32 list gets a CUDA float16/bfloat16 input under autocast.
 bool should_raise(const Tensor& t);

@@ -34,6 +34,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ve
               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
   if (autocast::should_lower({&x, &weight, &bias}))
     return conv2d(autocast::lower(x), autocast::lower(weight), autocast::lower(bias), stride, padding, dilation, groups);
+  if (autocast::should_round_on_host({&x, &weight, &bias})) {
+    autocast::Guard off(std::nullopt);
+    return autocast::round_to_bfloat16(conv2d(autocast::round_to_bfloat16(x), autocast::round_to_bfloat16(weight),
+                                              autocast::round_to_bfloat16(bias), stride, padding, dilation, groups));
+  }
   ops::check_float("conv2d", x);
   ops::check_same_device("conv2d", x, weight);
   ops::check_same_dtype("conv2d", x, weight);

@@ -87,6 +87,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autocast::should_lower({&a, &b})) return matmul(autocast::lower(a), autocast::lower(b));
+  if (autocast::should_round_on_host({&a, &b})) {
+    autocast::Guard off(std::nullopt);
+    return autocast::round_to_bfloat16(matmul(autocast::round_to_bfloat16(a), autocast::round_to_bfloat16(b)));
+  }
   ops::check_same_device("matmul", a, b);
   ops::check_same_dtype("matmul", a, b);
   ops::check_float("matmul", a);
@@ -101,6 +105,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autocast::should_lower({&x, &weight, &bias}))
     return linear(autocast::lower(x), autocast::lower(weight), autocast::lower(bias));
+  if (autocast::should_round_on_host({&x, &weight, &bias})) {
+    autocast::Guard off(std::nullopt);
+    return autocast::round_to_bfloat16(linear(autocast::round_to_bfloat16(x), autocast::round_to_bfloat16(weight),
+                                              autocast::round_to_bfloat16(bias)));
+  }
   ops::check_same_device("linear", x, weight);
   ops::check_same_dtype("linear", x, weight);
   ops::check_float("linear", x);

@@ -9,9 +9,9 @@ void PrecisionPlugin::setup(Precision precision, Device root) {
   autocast_.reset();
   scaler_.reset();
   if (precision == Precision::Float16Mixed || precision == Precision::BFloat16Mixed) {
-    if (!root.is_cuda()) {
-      throw ConfigError("precision=" + precision_name(precision) + " trains on CUDA only: the CPU kernels compute in "
-                        "float32 and float64; use --trainer.precision=32-true (or 64-true) on " + root.str());
+    if (precision == Precision::Float16Mixed && !root.is_cuda()) {
+      throw ConfigError("precision=16-mixed trains on CUDA only (the CPU autocasts to bfloat16, as torch's CPU "
+                        "autocast); use --trainer.precision=bf16-mixed, 32-true or 64-true on " + root.str());
     }
     autocast_ = precision == Precision::BFloat16Mixed ? DType::BFloat16 : DType::Float16;
   }

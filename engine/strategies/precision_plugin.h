@@ -17,7 +17,8 @@ namespace tandem {
 
 class PrecisionPlugin {
  public:
-  // Throws ConfigError for a mixed precision on a device without half-precision kernels (CPU).
+  // Throws ConfigError for 16-mixed on the CPU (bf16-mixed there rounds matmul, linear and conv2d
+  // to bfloat16, autocast.h).
   void setup(Precision precision, Device root);
 
   Precision precision() const { return precision_; }

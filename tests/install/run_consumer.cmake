@@ -2,7 +2,8 @@
 # then configure, build and run tests/install/consumer against that prefix alone, as a host
 # project would. Also checks that the package refuses a version it does not provide and that
 # nothing it exports points back into the source or build tree.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... -P run_consumer.cmake
+# The C host (consumer_c, tests/capi/test_capi.c against tandem::c) runs under mpirun -np 2.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...] -P run_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer.cmake needs -D${var}=...")
@@ -21,7 +22,7 @@ set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 foreach(file lib/cmake/tandem/tandemConfig.cmake lib/cmake/tandem/tandemConfigVersion.cmake
-             lib/cmake/tandem/tandemTargets.cmake include/tandem/engine/nn/nn.h bin/tandem)
+             lib/cmake/tandem/tandemTargets.cmake include/tandem/engine/nn/nn.h include/tandem/capi/tandem.h bin/tandem)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "cmake --install did not install ${file} under ${prefix}")
   endif()
@@ -51,4 +52,13 @@ run("running the consumer" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 ${WORK_DIR}
 message(STATUS "${last_output}")
 if(NOT last_output MATCHES "consumer: loss decreased")
   message(FATAL_ERROR "the consumer ran but did not report a decreasing loss:\n${last_output}")
+endif()
+if(NOT MPIEXEC)
+  message(STATUS "no MPI in this build: the C consumer (it needs MPI) was not run")
+  return()
+endif()
+run("running the C consumer" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${MPIEXEC} -np 2 --oversubscribe ${WORK_DIR}/build/consumer_c)
+if(NOT last_output MATCHES "capi: passed")
+  message(FATAL_ERROR "the C consumer ran but did not pass:\n${last_output}")
 endif()

@@ -39,7 +39,6 @@ TEST(TrainerOptionsTest, InvalidValuesAreConfigErrors) {
 }
 
 TEST(TrainerOptionsTest, PlansThatCannotTrainYetAreRefused) {
-  expect_invalid([](auto& o) { o.precision = "bf16-mixed"; }, {"precision=bf16-mixed", "trains on CUDA only", "32-true", "64-true"});
   // Two CPU processes need a launcher: the error gives the command (tandem fit relaunches itself).
   expect_invalid([](auto& o) { o.devices = 2; }, {"needs 2 processes", "mpirun -np 2"});
   // horovod is never relaunched: started by hand it says what it needs.
