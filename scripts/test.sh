@@ -2,7 +2,7 @@
 # The whole test suite: installs what is missing, then
 #   1. builds the CUDA emulation build (build-emu/, -DTANDEM_CUDA=EMULATE) and runs every test
 #      in it: the CPU suite, and the `gpu` tests on emulated GPUs (our CUDA kernels executing on
-#      the CPU, kernels/cuda/emulation); `gpu-only` tests (CUDA graphs, 8 GiB tensors) skip;
+#      the CPU, kernels/cuda/emulation); `gpu-only` tests (8 GiB tensors) skip;
 #   2. where nvcc is installed, also compiles what only the real CUDA build compiles (build/:
 #      kernels/cuda/*.cu by nvcc, the cuBLASLt/cuDNN seams, the NCCL communicator), since the
 #      emulator does not run nvcc and cannot catch nvcc-only errors. The host C++ they share with

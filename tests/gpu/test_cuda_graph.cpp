@@ -1,6 +1,9 @@
-// CUDA graph capture (label gpu; skips without a device): StepGraph replays what it captured with
+// CUDA graph capture (label gpu; skips without a device; the emulation build records and replays
+// graphs too, kernels/cuda/emulation/stream_capture.h): StepGraph replays what it captured with
 // new inputs, refuses a capture that waits for the device and leaves the stream usable, keeps
-// its memory away from other allocations while it lives; and the Trainer's cuda_graph=true gives
+// its memory away from other allocations while it lives, and is destroyed without throwing
+// after its device failed (a first-run defect: its destructor switched devices with a throwing
+// guard); and the Trainer's cuda_graph=true gives
 // the weights of the same run without graphs (float32, accumulation, 16-mixed), falls back when
 // the step draws random numbers, runs short batches eagerly, and still names a bad target.
 #include <gtest/gtest.h>
@@ -11,8 +14,12 @@
 #include "../trainer/trainer_test_util.h"
 #include "engine/core/error.h"
 #include "engine/ops/ops.h"
+#include "kernels/cuda/device_query.h"
 #include "kernels/cuda/step_graph.h"
 #include "tests/accelerators/expect_error.h"
+#if TANDEM_CUDA_EMULATION
+#include "kernels/cuda/emulation/fault_injection.h"
+#endif
 
 namespace tandem::trainer::testing {
 namespace {
@@ -20,7 +27,7 @@ namespace {
 std::vector<float> cpu_values(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
 
 TEST(CudaGraph, ReplaysTheCapturedWorkOnNewInputs) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   Tensor x = Tensor::from_vector<float>({-2, -1, 0, 1, 2}, {5}).to(Device::cuda(0));
   Tensor y;
   auto graph = cuda::StepGraph::capture(0, [&] { y = relu(x * 2.0 - 1.0) + x; });
@@ -33,7 +40,7 @@ TEST(CudaGraph, ReplaysTheCapturedWorkOnNewInputs) {
 }
 
 TEST(CudaGraph, ACaptureThatWaitsForTheDeviceFailsAndTheStreamStillWorks) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}).to(Device::cuda(0));
   EXPECT_THROW(cuda::StepGraph::capture(0, [&] { (void)sum(x * 2.0).item(); }), DeviceError);
   EXPECT_EQ(cpu_values(x + 1.0), (std::vector<float>{2, 3, 4}));
@@ -44,7 +51,7 @@ TEST(CudaGraph, ACaptureThatWaitsForTheDeviceFailsAndTheStreamStillWorks) {
 }
 
 TEST(CudaGraph, ItsMemoryIsNotHandedOutWhileTheGraphLives) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   Tensor x = Tensor::ones({1000}, DType::Float32, Device::cuda(0));
   const void* inside = nullptr;
   auto graph = cuda::StepGraph::capture(0, [&] {
@@ -58,6 +65,32 @@ TEST(CudaGraph, ItsMemoryIsNotHandedOutWhileTheGraphLives) {
   }
   graph->replay();
   EXPECT_EQ(cpu_values(x), std::vector<float>(1000, 1.0f));
+}
+
+// A graph on cuda:1 that holds a pinned buffer, destroyed while cuda:0 is current and cuda:1 has
+// a sticky error: the destructor's device switch fails and must not throw (a throw out of a
+// destructor ends the process). Only the emulator can inject the error.
+TEST(CudaGraph, IsDestroyedWithoutThrowingAfterItsDeviceFailed) {
+  SKIP_WITHOUT_GPU();
+#if TANDEM_CUDA_EMULATION
+  if (cuda::visible_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  Tensor x = Tensor::ones({16}, DType::Float32, Device::cuda(1));
+  Tensor y;
+  auto graph = cuda::StepGraph::capture(1, [&] {
+    // A host-to-device copy: every replay reads its pinned staging buffer, so the graph holds it.
+    y = x * 2.0 + Tensor::ones({16}).to(Device::cuda(1));
+  });
+  graph->replay();
+  EXPECT_EQ(cpu_values(y), std::vector<float>(16, 3.0f));
+  cudaSetDevice(0);
+  emu::inject_sticky_error(1, cudaErrorIllegalAddress);
+  EXPECT_NO_THROW(graph.reset());
+  emu::clear_sticky_error(1);
+  cudaGetLastError();  // what the release paths' failed calls left
+  EXPECT_EQ(cpu_values(x + 1.0), std::vector<float>(16, 2.0f));  // cuda:1 works again once cleared
+#else
+  GTEST_SKIP() << "injecting a sticky device error needs the emulation build";
+#endif
 }
 
 struct GraphRun {
@@ -103,7 +136,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(CudaGraphTrainer, GivesTheWeightsOfTheRunWithoutGraphs) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   const GraphRun eager = fit_tiny(false), graphed = fit_tiny(true);
   ASSERT_TRUE(graphed.captured) << graphed.off_reason;
   // Per epoch: 2 warm-up steps in the first, then replays of every full batch; the short last
@@ -115,7 +148,7 @@ TEST(CudaGraphTrainer, GivesTheWeightsOfTheRunWithoutGraphs) {
 }
 
 TEST(CudaGraphTrainer, AccumulatesAndScalesLikeTheRunWithoutGraphs) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   const GraphRun eager_acc = fit_tiny(false, "32-true", 2), graphed_acc = fit_tiny(true, "32-true", 2);
   ASSERT_TRUE(graphed_acc.captured) << graphed_acc.off_reason;
   EXPECT_EQ(max_abs_diff(eager_acc.weights, graphed_acc.weights), 0.0);
@@ -128,7 +161,7 @@ TEST(CudaGraphTrainer, AccumulatesAndScalesLikeTheRunWithoutGraphs) {
 }
 
 TEST(CudaGraphTrainer, DropoutTurnsGraphsOffAndTrainingGoesOn) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   const GraphRun eager = fit_tiny(false, "32-true", 1, 0.25), graphed = fit_tiny(true, "32-true", 1, 0.25);
   EXPECT_FALSE(graphed.captured);
   EXPECT_NE(graphed.off_reason.find("random numbers"), std::string::npos) << graphed.off_reason;
@@ -158,7 +191,7 @@ class BadTargetData : public SyntheticDataModule {
 };
 
 TEST(CudaGraphTrainer, AnOutOfRangeTargetInAReplayIsStillNamed) {
-  SKIP_WITHOUT_REAL_GPU("CUDA graph capture and replay are not emulated");
+  SKIP_WITHOUT_GPU();
   TempDir dir;
   TrainerOptions o = quiet_options(dir.path);
   o.accelerator = "cuda";

@@ -16,23 +16,29 @@ void conv_library::check_dtype(DType dtype) {
 }
 
 void conv_library::forward(const TensorView& x, const TensorView& w, const Conv2dParams& p, const TensorView& y) {
-  emu::FloatOperand fx(x.data, x.dtype, x.numel()), fw(w.data, w.dtype, w.numel()), fy(y.data, y.dtype, y.numel());
-  cpu_backend().conv2d(fx.shaped(x.shape), fw.shaped(w.shape), nullptr, p, fy.shaped(y.shape));
-  fy.store();
+  emu::on_compute_stream("cudnnConvolutionForward", [=] {
+    emu::FloatOperand fx(x.data, x.dtype, x.numel()), fw(w.data, w.dtype, w.numel()), fy(y.data, y.dtype, y.numel());
+    cpu_backend().conv2d(fx.shaped(x.shape), fw.shaped(w.shape), nullptr, p, fy.shaped(y.shape));
+    fy.store();
+  });
 }
 
 void conv_library::backward(const TensorView& x, const TensorView& w, const TensorView& gy, const Conv2dParams& p,
                             const TensorView* gx, const TensorView* gw) {
-  emu::FloatOperand fx(x.data, x.dtype, x.numel()), fw(w.data, w.dtype, w.numel());
-  emu::FloatOperand fgy(gy.data, gy.dtype, gy.numel());
-  emu::FloatOperand fgx(gx ? gx->data : nullptr, x.dtype, gx ? gx->numel() : 0);
-  emu::FloatOperand fgw(gw ? gw->data : nullptr, w.dtype, gw ? gw->numel() : 0);
-  const TensorView gx_view = gx ? fgx.shaped(gx->shape) : TensorView{};
-  const TensorView gw_view = gw ? fgw.shaped(gw->shape) : TensorView{};
-  cpu_backend().conv2d_backward(fx.shaped(x.shape), fw.shaped(w.shape), fgy.shaped(gy.shape), p, gx ? &gx_view : nullptr,
-                                gw ? &gw_view : nullptr, nullptr);
-  if (gx) fgx.store();
-  if (gw) fgw.store();
+  const bool want_gx = gx != nullptr, want_gw = gw != nullptr;
+  const TensorView gx_out = want_gx ? *gx : TensorView{}, gw_out = want_gw ? *gw : TensorView{};
+  emu::on_compute_stream("cudnnConvolutionBackward", [=] {
+    emu::FloatOperand fx(x.data, x.dtype, x.numel()), fw(w.data, w.dtype, w.numel());
+    emu::FloatOperand fgy(gy.data, gy.dtype, gy.numel());
+    emu::FloatOperand fgx(want_gx ? gx_out.data : nullptr, x.dtype, want_gx ? gx_out.numel() : 0);
+    emu::FloatOperand fgw(want_gw ? gw_out.data : nullptr, w.dtype, want_gw ? gw_out.numel() : 0);
+    const TensorView gx_view = want_gx ? fgx.shaped(gx_out.shape) : TensorView{};
+    const TensorView gw_view = want_gw ? fgw.shaped(gw_out.shape) : TensorView{};
+    cpu_backend().conv2d_backward(fx.shaped(x.shape), fw.shaped(w.shape), fgy.shaped(gy.shape), p,
+                                  want_gx ? &gx_view : nullptr, want_gw ? &gw_view : nullptr, nullptr);
+    if (want_gx) fgx.store();
+    if (want_gw) fgw.store();
+  });
 }
 
 }  // namespace tandem

@@ -18,7 +18,9 @@
 //     threads queue meanwhile is not held against the copy: the emulator cannot see which of it
 //     the host ordered before the copy, so it checks only what it can without false alarms);
 //   - cudaDeviceReset frees the device's allocations and invalidates its streams and events;
-//   - CUDA graph capture is refused (cudaErrorStreamCaptureUnsupported): graphs need a GPU.
+//   - a test can make a device fail as after a kernel fault (fault_injection.h);
+//   - CUDA graphs: stream capture records what is queued and a graph launch replays it
+//     (stream_capture.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,8 @@
 #include <vector>
 
 #include "kernels/cuda/emulation/emulated_launch.h"
+#include "kernels/cuda/emulation/fault_injection.h"
+#include "kernels/cuda/emulation/stream_capture.h"
 
 namespace tandem::emu {
 namespace {
@@ -89,6 +93,7 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::vector<size_t> used;
   std::vector<unsigned> generation;
+  std::vector<cudaError_t> sticky;  // fault_injection.h
   std::set<Stream*> streams;
   std::set<Event*> events;
   std::map<const Stream*, uint64_t> host_seen;  // work the host has waited for, per stream
@@ -98,6 +103,7 @@ struct State {
     memory_per_device = size_t(read_env_int("TANDEM_EMULATED_GPU_MEMORY_MB", 16384, 1, 1 << 20)) << 20;
     used.assign(size_t(devices), 0);
     generation.assign(size_t(devices), 0);
+    sticky.assign(size_t(devices), cudaSuccess);
   }
 };
 
@@ -109,12 +115,14 @@ State& state() {
 thread_local int t_device = 0;
 thread_local cudaError_t t_last_error = cudaSuccess;
 
-cudaError_t fail(cudaError_t err) {
-  t_last_error = err;
-  return err;
-}
+cudaError_t fail(cudaError_t err) { return set_last_error(err); }
 
 bool valid_device(int device) { return device >= 0 && device < state().devices; }
+cudaError_t sticky_error(int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.sticky[size_t(device)];
+}
 // What the runtime says about a device it cannot use: no device at all, or a bad ordinal.
 cudaError_t device_error() { return state().devices == 0 ? cudaErrorNoDevice : cudaErrorInvalidDevice; }
 
@@ -139,6 +147,7 @@ bool is_device_pointer(const void* p, size_t bytes) {
 // on_current_device false: cudaStreamWaitEvent takes a stream of another device).
 cudaError_t check_stream(cudaStream_t stream, bool on_current_device = true) {
   if (!valid_device(t_device)) return cudaErrorNoDevice;
+  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return err;
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return cudaSuccess;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -237,6 +246,9 @@ const char* error_name(cudaError_t err) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     default: return "cudaErrorUnknown";
   }
 }
@@ -252,12 +264,27 @@ const char* error_string(cudaError_t err) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNotSupported: return "operation not supported";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing (the emulator does not capture CUDA graphs)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     default: return "unknown error";
   }
 }
 
 }  // namespace
+
+void inject_sticky_error(int device, cudaError_t err) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (device >= 0 && device < s.devices) s.sticky[size_t(device)] = err;
+}
+void clear_sticky_error(int device) { inject_sticky_error(device, cudaSuccess); }
+
+cudaError_t set_last_error(cudaError_t err) {
+  t_last_error = err;
+  return err;
+}
 
 std::string kernel_name_from_signature(const char* pretty_function) {
   // GCC: "const char* tandem::emu::kernel_name() [with auto Kernel = <name>; ...]"
@@ -274,11 +301,11 @@ std::string kernel_name_from_signature(const char* pretty_function) {
 }
 
 void stream_launch(cudaStream_t stream, const char* kernel, dim3 grid, dim3 block, size_t shared_bytes,
-                   void (*body)(void*), void* ctx) {
+                   void (*body)(void*), std::shared_ptr<void> params) {
   cudaError_t err = check_stream(stream);
   if (err == cudaSuccess) {
     note_queued(stream);
-    err = run_grid(kernel, grid, block, shared_bytes, body, ctx);
+    err = run_or_record(stream, [=] { return run_grid(kernel, grid, block, shared_bytes, body, params.get()); });
   }
   if (err != cudaSuccess) fail(err);
 }
@@ -317,6 +344,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 cudaError_t cudaSetDevice(int device) {
   if (!valid_device(device)) return fail(device_error());
+  if (cudaError_t err = sticky_error(device); err != cudaSuccess) return fail(err);
   t_device = device;
   return cudaSuccess;
 }
@@ -349,6 +377,7 @@ cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
 }
 cudaError_t cudaDeviceSynchronize() {
   if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return fail(err);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (const Stream* st : s.streams)
@@ -376,6 +405,7 @@ cudaError_t cudaDeviceReset() {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = nullptr;
   if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return fail(err);
   if (bytes == 0) return cudaSuccess;
   State& s = state();
   {
@@ -421,8 +451,11 @@ static cudaError_t checked_copy(void* dst, const void* src, size_t bytes, cudaMe
   note_queued(stream);
   check_ordered_after_device(stream, device_of(src), "a copy reading device memory");
   check_ordered_after_device(stream, device_of(dst), "a copy writing device memory");
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  const cudaError_t err = run_or_record(stream, [=] {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  });
+  return err == cudaSuccess ? err : fail(err);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   return checked_copy(dst, src, bytes, kind, stream);
@@ -435,8 +468,11 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
   if (bytes == 0) return cudaSuccess;
   if (!is_device_pointer(p, bytes)) return fail(cudaErrorInvalidValue);
   note_queued(stream);
-  std::memset(p, value, bytes);
-  return cudaSuccess;
+  const cudaError_t err = run_or_record(stream, [=] {
+    std::memset(p, value, bytes);
+    return cudaSuccess;
+  });
+  return err == cudaSuccess ? err : fail(err);
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
 
@@ -466,6 +502,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   const cudaError_t err = check_stream(stream);
   if (err != cudaSuccess) return fail(err);
+  if (invalidate_capture(stream)) return fail(cudaErrorStreamCaptureUnsupported);  // waiting for a capture
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (Stream* st = explicit_stream(s, stream)) s.host_seen[st] = st->work;
@@ -551,24 +588,5 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   attributes->hostPointer = a && a->device < 0 ? const_cast<void*>(p) : nullptr;
   return cudaSuccess;
 }
-
-// ---------------------------------------------------------------- graphs: not emulated
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-  return fail(cudaErrorStreamCaptureUnsupported);
-}
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
-  *graph = nullptr;
-  return fail(cudaErrorStreamCaptureUnsupported);
-}
-cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
-  *status = cudaStreamCaptureStatusNone;
-  return cudaSuccess;
-}
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
-  return fail(cudaErrorNotSupported);
-}
-cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
 
 }  // extern "C"

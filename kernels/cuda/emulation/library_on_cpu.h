@@ -1,15 +1,36 @@
 // Shared by the emulation build's library seams (gemm_lt_emulated.cpp, conv_library_emulated.cpp):
 // cuBLASLt and cuDNN calls become CPU backend calls on the same memory (device memory is host
 // memory here). The CPU backend computes in float32/float64; half operands are widened to
-// float32 first and the result rounded once, as the GPU libraries accumulate in float.
+// float32 first and the result rounded once, as the GPU libraries accumulate in float. The work
+// is queued on the current device's compute stream, where the library call would run: at once,
+// or recorded by a stream capture (stream_capture.h), so it must copy what it reads.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/emulation/stream_capture.h"
 #include "kernels/tensor_view.h"
 
 namespace tandem::emu {
+
+inline void on_compute_stream(const char* library_call, std::function<void()> work) {
+  int device = 0;
+  cudaGetDevice(&device);
+  const cudaError_t err = run_or_record(cuda::compute_stream(device), [work = std::move(work)] {
+    work();
+    return cudaSuccess;
+  });
+  if (err != cudaSuccess)
+    throw DeviceError(std::string(library_call) + " on cuda:" + std::to_string(device) + ": " + cudaGetErrorName(err) +
+                      ": " + cudaGetErrorString(err));
+}
 
 // A float32 copy of `n` contiguous elements of a half tensor (or the data itself for
 // float32/float64, which the CPU backend takes as they are).
