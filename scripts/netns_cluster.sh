@@ -9,6 +9,7 @@
 #   netns_cluster.sh down            remove every namespace, link and file `up` made
 #   netns_cluster.sh status          the hosts, their addresses and byte counters
 #   netns_cluster.sh hosts           the addresses, comma-separated (for mpirun -H)
+#   netns_cluster.sh hostfile        the path of the hostfile `up` wrote (one slot per host)
 #   netns_cluster.sh mpirun-args     the Open MPI flags that launch into the hosts over TCP
 #   netns_cluster.sh check           exit 0 when this machine can make namespaces, else say why
 #
@@ -23,7 +24,7 @@ readonly state_dir=${TANDEM_NETNS_DIR:-/tmp/tandem-netns}
 readonly here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 usage() {
-  echo "usage: $0 up [N] | down | status | hosts | mpirun-args | check   (N: 2..8 hosts, default 2)" >&2
+  echo "usage: $0 up [N] | down | status | hosts | hostfile | mpirun-args | check   (N: 2..8 hosts, default 2)" >&2
   exit 2
 }
 
@@ -39,14 +40,14 @@ check() {
     echo "netns cluster: cannot create a network namespace here (ip netns add failed)"; return 77
   fi
   local ok=0
-  if ! ip link add tdm-probe$$ type veth peer name tdm-probe$$p 2>/dev/null; then
+  if ! ip link add tdm-pv$$ type veth peer name tdm-pv$$p 2>/dev/null; then
     echo "netns cluster: cannot create veth links here"; ok=77
   else
-    ip link del tdm-probe$$ 2>/dev/null || true
-    if ! ip link add tdm-probebr$$ type bridge 2>/dev/null; then
+    ip link del tdm-pv$$ 2>/dev/null || true
+    if ! ip link add tdm-pb$$ type bridge 2>/dev/null; then
       echo "netns cluster: cannot create a bridge here"; ok=77
     fi
-    ip link del tdm-probebr$$ 2>/dev/null || true
+    ip link del tdm-pb$$ 2>/dev/null || true
   fi
   ip netns del "$probe" 2>/dev/null || true
   return $ok
@@ -128,6 +129,7 @@ case "${1:-}" in
   down) [ $# -eq 1 ] || usage; down ;;
   status) [ $# -eq 1 ] || usage; status ;;
   hosts) [ $# -eq 1 ] || usage; hosts ;;
+  hostfile) [ $# -eq 1 ] || usage; echo "$state_dir/hostfile" ;;
   mpirun-args) [ $# -eq 1 ] || usage; mpirun_args ;;
   check) [ $# -eq 1 ] || usage; check ;;
   *) usage ;;

@@ -1,0 +1,209 @@
+// `tandem` across "hosts" that are network namespaces (scripts/netns_cluster.sh), started by
+// mpirun through our launcher agent, as a user runs it on two machines. Run by ctest inside
+// tests/netns/run_in_netns_cluster.sh, which brings 2 hosts up and down around each case.
+//   - ddp on 2 hosts x 1 device (mpirun -H a,b) and ddp2 on 2 hosts x 2 CPU devices (mpirun
+//     --hostfile) end with the val_loss of one process at the same global batch, and the
+//     gradients crossed the veth links (their byte counters);
+//   - node_rank and local rank follow the hosts, with and without --map-by node;
+//   - a killed host (every process in its namespace) ends the job with an error, in time.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/run_command.h"
+#include "tiny_idx_dataset.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string cluster = NETNS_CLUSTER_SCRIPT;
+const std::string env_prefix = "env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
+std::string trimmed(const std::string& s) { return s.substr(0, s.find_last_not_of(" \n") + 1); }
+std::string cluster_says(const std::string& what) { return trimmed(run_command(cluster + " " + what).out); }
+
+// Bytes through each host's link, read on the root namespace's end (tdm-h<i>).
+int64_t link_bytes(int host, const std::string& direction) {
+  std::ifstream in("/sys/class/net/tdm-h" + std::to_string(host) + "/statistics/" + direction + "_bytes");
+  int64_t v = -1;
+  in >> v;
+  return v;
+}
+
+// The last val_loss row of a run's metrics.csv (full float precision).
+double val_loss(const fs::path& version_dir) {
+  std::ifstream in(version_dir / "metrics.csv");
+  std::string header, line, last;
+  std::getline(in, header);
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  std::vector<std::string> names, values;
+  for (auto [text, out] : {std::pair{header, &names}, std::pair{last, &values}}) {
+    std::stringstream ss(text);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out->push_back(cell);
+  }
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    if (names[i] == "val_loss" && !values[i].empty()) return std::stod(values[i]);
+  }
+  return std::nan("");
+}
+
+class NetnsCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::path(::testing::TempDir()) / ("tandem_netns_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "data");
+    write_tiny_fashion_mnist((dir / "data").string(), 96, 60);
+    common = "--data.root=" + (dir / "data").string() + " --data.val_size=24 --trainer.accelerator=cpu" +
+             " --trainer.enable_progress_bar=false --model.hidden=[16] --seed_everything=3" +
+             " --trainer.enable_checkpointing=false";
+    hosts = cluster_says("hosts");
+    mpirun_args = cluster_says("mpirun-args");
+    ASSERT_EQ(hosts, "10.77.0.10,10.77.0.11") << "run this test through run_in_netns_cluster.sh 2";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  // One `tandem fit`; returns its version directory. `launcher` empty: one process.
+  fs::path fit(const std::string& name, const std::string& launcher, const std::string& flags) {
+    const fs::path root = dir / name;
+    const CommandResult r = run_command("cd '" + dir.string() + "' && " + env_prefix + launcher + " " + TANDEM_CLI_PATH +
+                                        " fit " + common + " --trainer.default_root_dir=" + root.string() + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    last_output = r.out + r.err;
+    return root / "lightning_logs/version_0";
+  }
+  std::string mpirun(const std::string& placement) const {
+    return std::string(TANDEM_MPIEXEC_PATH) + " -np 2 " + placement + " " + mpirun_args + " -x OMP_NUM_THREADS";
+  }
+
+  fs::path dir;
+  std::string common, hosts, mpirun_args, last_output;
+};
+
+// 2 epochs of 72 examples at a global batch of 12 (12 optimizer steps) for the model
+// 784-16-10: 12730 float32 gradients = 50920 bytes per allreduce.
+constexpr int64_t kGradientBytes = 12730 * 4;
+constexpr int64_t kSteps = 12;
+
+TEST_F(NetnsCluster, DdpOnTwoHostsMatchesOneProcessAtTheSameGlobalBatch) {
+  const std::string flags = " --trainer.max_epochs=2 ";
+  const double one = val_loss(fit("one", "", flags + "--data.batch_size=12 --trainer.devices=1"));
+  const double half = val_loss(fit("half", "", flags + "--data.batch_size=6 --trainer.devices=1"));
+  const int64_t tx0 = link_bytes(0, "tx"), rx0 = link_bytes(0, "rx"), tx1 = link_bytes(1, "tx"), rx1 = link_bytes(1, "rx");
+  const double ddp = val_loss(fit("ddp", mpirun("-H " + hosts),
+                                  flags + "--data.batch_size=6 --trainer.devices=1 --trainer.num_nodes=2"));
+  EXPECT_NE(last_output.find("ddp: 2 processes x batch 6 = effective batch 12"), std::string::npos) << last_output;
+  ASSERT_FALSE(std::isnan(one) || std::isnan(half) || std::isnan(ddp));
+  EXPECT_NEAR(ddp, one, 1e-5 * std::abs(one));
+  EXPECT_GT(std::abs(half - one), 1e-4) << "the reference must be able to tell the batch sizes apart";
+  // Each rank's share of every allreduce (at least half the gradient each way) went through its
+  // host's link: Open MPI used TCP between the namespaces, not shared memory.
+  for (auto [before, after, what] : {std::tuple{tx0, link_bytes(0, "tx"), "host 0 tx"},
+                                     std::tuple{rx0, link_bytes(0, "rx"), "host 0 rx"},
+                                     std::tuple{tx1, link_bytes(1, "tx"), "host 1 tx"},
+                                     std::tuple{rx1, link_bytes(1, "rx"), "host 1 rx"}}) {
+    EXPECT_GT(after - before, kSteps * kGradientBytes / 2) << what;
+  }
+}
+
+TEST_F(NetnsCluster, Ddp2OnTwoHostsFromAHostfileMatchesOneProcessAtTheSameGlobalBatch) {
+  const std::string flags = " --trainer.max_epochs=2 ";
+  const double one = val_loss(fit("one", "", flags + "--data.batch_size=12 --trainer.devices=1"));
+  const int64_t tx1 = link_bytes(1, "tx");
+  const std::string hostfile = cluster_says("hostfile");
+  const double ddp2 = val_loss(fit("ddp2", mpirun("--hostfile " + hostfile),
+                                   flags + "--data.batch_size=6 --trainer.strategy=ddp2 --trainer.devices=2 "
+                                   "--trainer.num_nodes=2"));
+  EXPECT_NE(last_output.find("ddp2: 2 processes x batch 6 = effective batch 12; each process splits its batch over 2 "
+                             "devices"), std::string::npos) << last_output;
+  ASSERT_FALSE(std::isnan(one) || std::isnan(ddp2));
+  EXPECT_NEAR(ddp2, one, 1e-5 * std::abs(one));
+  EXPECT_GT(link_bytes(1, "tx") - tx1, kSteps * kGradientBytes / 2);
+}
+
+// Each rank reports its plan and the address of the host it runs on; the node rank must be the
+// host's index (10.77.0.10 -> 0, .11 -> 1) and local ranks count within the host.
+TEST_F(NetnsCluster, NodeRankAndLocalRankFollowTheHosts) {
+  for (const std::string mapping : {"", "--map-by node"}) {
+    SCOPED_TRACE("mapping '" + mapping + "'");
+    const std::string out = (dir / "plans").string();
+    fs::remove_all(out);
+    fs::create_directories(out);
+    const std::string rank_cmd = std::string(TANDEM_CLI_PATH) + " plan --trainer.accelerator=cpu --trainer.devices=2 "
+                                 "--trainer.num_nodes=2 > " + out + "/$OMPI_COMM_WORLD_RANK.json && ip -4 -o addr show | "
+                                 "grep -o '10\\.77\\.0\\.1[0-9]' > " + out + "/$OMPI_COMM_WORLD_RANK.host";
+    const CommandResult r = run_command(env_prefix + TANDEM_MPIEXEC_PATH + " -np 4 -H 10.77.0.10:2,10.77.0.11:2 " +
+                                        mapping + " " + mpirun_args + " sh -c '" + rank_cmd + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::map<int, int> ranks_per_node;
+    for (int rank = 0; rank < 4; ++rank) {
+      std::ifstream host_in(out + "/" + std::to_string(rank) + ".host"), plan_in(out + "/" + std::to_string(rank) + ".json");
+      std::string host, plan((std::istreambuf_iterator<char>(plan_in)), std::istreambuf_iterator<char>());
+      host_in >> host;
+      ASSERT_FALSE(host.empty()) << "rank " << rank;
+      const int node = host.back() - '0';
+      EXPECT_NE(plan.find("\"node_rank\":" + std::to_string(node)), std::string::npos) << "rank " << rank << ": " << plan;
+      EXPECT_NE(plan.find("\"global_rank\":" + std::to_string(rank)), std::string::npos) << plan;
+      EXPECT_NE(plan.find("\"local_rank\":" + std::to_string(ranks_per_node[node]++)), std::string::npos)
+          << "rank " << rank << ": " << plan;
+    }
+  }
+}
+
+// Kills every process of host 1 (its orted and its rank) once training runs: mpirun ends the
+// job, with a message saying a host was lost, well before the collective timeout (20 s).
+TEST_F(NetnsCluster, AKilledHostEndsTheJobWithAClearError) {
+  const fs::path log = dir / "killed.log";
+  const std::string cmd = "cd '" + dir.string() + "' && exec " + env_prefix + mpirun("-H " + hosts) + " " +
+                          TANDEM_CLI_PATH + " fit " + common + " --trainer.default_root_dir=" + (dir / "killed").string() +
+                          " --data.batch_size=6 --trainer.devices=1 --trainer.num_nodes=2 --trainer.max_epochs=100000"
+                          " --trainer.collective_timeout=20 > '" + log.string() + "' 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t job = fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto output = [&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  while (output().find("effective batch") == std::string::npos && seconds() < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(output().find("effective batch"), std::string::npos) << "training did not start:\n" << output();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // in the middle of the epochs
+  const double killed_at = seconds();
+  ASSERT_EQ(run_command("ip netns pids tandem-node1 | xargs -r kill -9").exit_code, 0);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(job, &status, WNOHANG)) == 0 && seconds() - killed_at < 40) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    kill(job, SIGKILL);
+    waitpid(job, &status, 0);
+  }
+  EXPECT_EQ(done, job) << "the job was still running 40 s after its host was killed:\n" << output();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << output();
+  EXPECT_LT(seconds() - killed_at, 25.0) << output();
+  EXPECT_NE(output().find("lost communication with a remote daemon"), std::string::npos) << output();
+  EXPECT_NE(output().find("10.77.0.11"), std::string::npos) << "the lost host is named:\n" << output();
+}
+
+}  // namespace
