@@ -3,16 +3,20 @@
 // the real Trainer with strategy=ddp over the MPI communicator. The twin is
 // bench/peers/ddp_torch.py (PyTorch DDP with gloo, same model, sharding and batch);
 // bench/run_ddp.sh runs both in one run and prints the ratio.
-//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|cnn] [batch] [root]
+//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|cnn] [batch] [root] [bucket_mib]
 // Rank 0 prints one JSON line: samples/s over the epoch (data decoded before the clock, a barrier
-// at the start), the exposed communication per step from the Reducer, and peak RSS (max over ranks).
+// at the start), the mean step time, the exposed communication per step from the Reducer, the
+// gradient buckets, and peak RSS (max over ranks). bucket_mib caps every bucket (the first one at
+// min(1, bucket_mib) MiB); without it the Reducer's defaults (1 MiB, then 25 MiB) hold.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "engine/data/fashion_mnist.h"
@@ -29,6 +33,17 @@ int main(int argc, char** argv) try {
   data::FashionMNISTOptions data_options;
   data_options.batch_size = argc > 2 ? std::atoll(argv[2]) : 128;
   if (argc > 3) data_options.root = argv[3];
+  std::string strategy = "ddp";
+  if (argc > 4) {
+    const double mib = std::atof(argv[4]);
+    if (!(mib > 0)) throw std::invalid_argument(std::string("bucket_mib must be a positive number of MiB, not ") + argv[4]);
+    ReducerOptions reducer;
+    reducer.bucket_cap_bytes = static_cast<int64_t>(mib * (1 << 20));
+    reducer.first_bucket_cap_bytes = std::min<int64_t>(reducer.first_bucket_cap_bytes, reducer.bucket_cap_bytes);
+    strategy = "ddp_bucket_cap";
+    strategy_registry().add(strategy, "ddp with the bucket cap given to bench_ddp",
+                            [reducer](const InitParams&) { return std::make_unique<DDPStrategy>(reducer); });
+  }
   const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
 
   manual_seed(42);
@@ -41,7 +56,7 @@ int main(int argc, char** argv) try {
   trainer::TrainerOptions options;
   options.accelerator = "cpu";
   options.devices = world ? std::atoi(world) : 1;
-  options.strategy = "ddp";
+  options.strategy = strategy;
   options.max_epochs = 1;
   options.limit_val_batches = 0;
   options.num_sanity_val_steps = 0;
@@ -63,16 +78,21 @@ int main(int argc, char** argv) try {
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
   const double rss_mb = trainer.strategy().reduce(double(usage.ru_maxrss) / 1024.0, trainer::ReduceFx::Max);
   double exposed_ms = 0;
+  int64_t steps = 0;
+  size_t buckets = 0;
   if (auto* ddp = dynamic_cast<DDPStrategy*>(&trainer.strategy()); ddp && ddp->reducer()) {
     exposed_ms = ddp->reducer()->stats().mean_exposed_ms();
+    steps = ddp->reducer()->stats().reductions;
+    buckets = ddp->reducer()->buckets().size();
   }
   exposed_ms = trainer.strategy().reduce(exposed_ms, trainer::ReduceFx::Mean);
   if (trainer.is_global_zero()) {
     std::printf("{\"bench\": \"ddp_%s\", \"impl\": \"tandem\", \"ranks\": %d, \"batch_per_rank\": %lld, "
-                "\"train_samples\": %lld, \"epoch_s\": %.3f, \"samples_per_s\": %.0f, \"exposed_comm_ms_per_step\": %.3f, "
-                "\"peak_rss_mb_per_rank\": %.1f}\n",
+                "\"train_samples\": %lld, \"epoch_s\": %.3f, \"samples_per_s\": %.0f, \"step_ms\": %.2f, "
+                "\"buckets\": %zu, \"exposed_comm_ms_per_step\": %.3f, \"peak_rss_mb_per_rank\": %.1f}\n",
                 kind.c_str(), trainer.world_size(), (long long)data_options.batch_size, (long long)samples, seconds,
-                double(samples) / seconds, exposed_ms, rss_mb);
+                double(samples) / seconds, steps > 0 ? 1000.0 * seconds / double(steps) : 0.0, buckets, exposed_ms,
+                rss_mb);
     std::filesystem::remove_all(root);
   }
   return 0;
