@@ -1,9 +1,10 @@
-// DDP training throughput on CPU ranks: the models/ MLP (784-1024-1024-10) or CNN on
+// DDP training throughput on CPU ranks: the models/ MLP (784-1024-1024-10; mlp_deep: eight
+// hidden layers of 512, 9 weight matrices of 1-1.6 MB for the bucket cap to split) or CNN on
 // Fashion-MNIST, Adam lr 1e-3, per-rank batch 128 (global 256 at 2 ranks), one epoch, through
 // the real Trainer with strategy=ddp over the MPI communicator. The twin is
 // bench/peers/ddp_torch.py (PyTorch DDP with gloo, same model, sharding and batch);
 // bench/run_ddp.sh runs both in one run and prints the ratio.
-//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|cnn] [batch] [root] [bucket_mib]
+//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|mlp_deep|cnn] [batch] [root] [bucket_mib]
 // Rank 0 prints one JSON line: samples/s over the epoch (data decoded before the clock, a barrier
 // at the start), the mean step time, the exposed communication per step from the Reducer, the
 // gradient buckets, and peak RSS (max over ranks). bucket_mib caps every bucket (the first one at
@@ -44,18 +45,24 @@ int main(int argc, char** argv) try {
     strategy_registry().add(strategy, "ddp with the bucket cap given to bench_ddp",
                             [reducer](const InitParams&) { return std::make_unique<DDPStrategy>(reducer); });
   }
+  // One CPU device per process on each node; as many nodes as mpirun spread the ranks over.
   const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* per_node = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int processes = world ? std::atoi(world) : 1;
+  const int devices = per_node ? std::atoi(per_node) : processes;
 
   manual_seed(42);
   std::shared_ptr<models::ImageClassifier> model;
   if (kind == "cnn") model = std::make_shared<models::CNN>();
+  else if (kind == "mlp_deep") model = std::make_shared<models::MLP>(models::MLPOptions{.hidden = std::vector<int64_t>(8, 512)});
   else model = std::make_shared<models::MLP>();
   data::FashionMNISTDataModule datamodule(data_options);
   datamodule.setup("fit");
 
   trainer::TrainerOptions options;
   options.accelerator = "cpu";
-  options.devices = world ? std::atoi(world) : 1;
+  options.devices = devices;
+  options.num_nodes = devices > 0 && processes % devices == 0 ? processes / devices : 1;
   options.strategy = strategy;
   options.max_epochs = 1;
   options.limit_val_batches = 0;

@@ -4,7 +4,7 @@
 # limited to RATE (a tc token bucket, tbf, with BURST on both root-side ends; "none" leaves them
 # unlimited; this kernel has no netem).
 #   RATE=1gbit bench/run_netns.sh allreduce [allreduce_perf flags]
-#   RATE=1gbit bench/run_netns.sh ddp BUCKET_MIB...     (bench_ddp's MLP, batch 128 per rank)
+#   RATE=1gbit MODEL=mlp_deep bench/run_netns.sh ddp BUCKET_MIB...   (bench_ddp, batch 128 per rank)
 # Needs root; the cluster is taken down at the end whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,6 @@ if [ "$what" = allreduce ]; then
   "${MPIRUN[@]}" "$BUILD_DIR/bin/allreduce_perf" --backend mpi "$@" 2>&1 | grep -v setpgid
 else
   for mib in "$@"; do
-    "${MPIRUN[@]}" "$BUILD_DIR/bin/bench_ddp" mlp 128 /usr/share/datasets/fashion-mnist "$mib" 2>&1 | grep '^{'
+    "${MPIRUN[@]}" "$BUILD_DIR/bin/bench_ddp" "${MODEL:-mlp_deep}" 128 /usr/share/datasets/fashion-mnist "$mib" 2>&1 | grep '^{'
   done
 fi
