@@ -13,8 +13,10 @@ RATE=${RATE:-none}
 what=${1:-}; shift || true
 case "$what" in allreduce|ddp) ;; *) echo "usage: RATE=1gbit $0 allreduce [flags] | ddp BUCKET_MIB..." >&2; exit 2 ;; esac
 cluster=scripts/netns_cluster.sh
-trap '"$cluster" down' EXIT
-"$cluster" up 2 >&2
+# Under the cluster's lock with 2 hosts up (and down again at the end): this script again.
+if [ -z "${TANDEM_NETNS_BENCH_INSIDE:-}" ]; then
+  exec "$cluster" run 2 3600 -- env TANDEM_NETNS_BENCH_INSIDE=1 "$PWD/bench/run_netns.sh" "$what" "$@"
+fi
 if [ "$RATE" != none ]; then
   for link in tdm-h0 tdm-h1; do tc qdisc replace dev "$link" root tbf rate "$RATE" burst "${BURST:-128kb}" latency 50ms; done
 fi

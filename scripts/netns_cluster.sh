@@ -12,6 +12,10 @@
 #   netns_cluster.sh hostfile        the path of the hostfile `up` wrote (one slot per host)
 #   netns_cluster.sh mpirun-args     the Open MPI flags that launch into the hosts over TCP
 #   netns_cluster.sh check           exit 0 when this machine can make namespaces, else say why
+#   netns_cluster.sh run N LIMIT -- COMMAND...
+#                                    COMMAND with N hosts up, one such run at a time on this
+#                                    machine (a lock), killed after LIMIT seconds; the hosts are
+#                                    taken down afterwards whatever happens; COMMAND's exit code
 #
 # Exit codes: 0 done; 2 usage error; 77 (ctest's skip code) when not root or network
 # namespaces/veth/bridges are unavailable; 1 anything else.
@@ -22,9 +26,11 @@ readonly bridge=tdm-br0
 readonly subnet=10.77.0
 readonly state_dir=${TANDEM_NETNS_DIR:-/tmp/tandem-netns}
 readonly here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly lock=/run/lock/tandem-netns.lock
 
 usage() {
-  echo "usage: $0 up [N] | down | status | hosts | hostfile | mpirun-args | check   (N: 2..8 hosts, default 2)" >&2
+  echo "usage: $0 up [N] | down | status | hosts | hostfile | mpirun-args | check | run N LIMIT -- COMMAND..." >&2
+  echo "       (N: 2..8 hosts, default 2; LIMIT: seconds)" >&2
   exit 2
 }
 
@@ -124,6 +130,22 @@ mpirun_args() {
        "--mca btl tcp,self --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24"
 }
 
+run() {
+  [ $# -ge 4 ] && [ "$3" = "--" ] && [[ "$2" =~ ^[0-9]+$ ]] || usage
+  local n=$1 limit=$2
+  shift 3
+  local reason
+  reason=$(check) || { echo "SKIPPED: $reason"; exit 77; }
+  exec 9>"$lock"
+  flock -w 600 9 || { echo "netns cluster: another run held $lock for 600 s" >&2; exit 1; }
+  trap down EXIT
+  trap 'exit 1' INT TERM
+  up "$n"
+  local code=0
+  timeout --kill-after=5 "$limit" "$@" || code=$?
+  exit $code
+}
+
 case "${1:-}" in
   up) shift; [ $# -le 1 ] || usage; up "$@" ;;
   down) [ $# -eq 1 ] || usage; down ;;
@@ -132,5 +154,6 @@ case "${1:-}" in
   hostfile) [ $# -eq 1 ] || usage; echo "$state_dir/hostfile" ;;
   mpirun-args) [ $# -eq 1 ] || usage; mpirun_args ;;
   check) [ $# -eq 1 ] || usage; check ;;
+  run) shift; run "$@" ;;
   *) usage ;;
 esac

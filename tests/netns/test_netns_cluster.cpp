@@ -1,6 +1,6 @@
 // `tandem` across "hosts" that are network namespaces (scripts/netns_cluster.sh), started by
-// mpirun through our launcher agent, as a user runs it on two machines. Run by ctest inside
-// tests/netns/run_in_netns_cluster.sh, which brings 2 hosts up and down around each case.
+// mpirun through our launcher agent, as a user runs it on two machines. Run by ctest under
+// `scripts/netns_cluster.sh run 2 50 --`, which brings 2 hosts up and down around each case.
 //   - ddp on 2 hosts x 1 device (mpirun -H a,b) and ddp2 on 2 hosts x 2 CPU devices (mpirun
 //     --hostfile) end with the val_loss of one process at the same global batch, and the
 //     gradients crossed the veth links (their byte counters);
@@ -72,7 +72,7 @@ class NetnsCluster : public ::testing::Test {
              " --trainer.enable_checkpointing=false";
     hosts = cluster_says("hosts");
     mpirun_args = cluster_says("mpirun-args");
-    ASSERT_EQ(hosts, "10.77.0.10,10.77.0.11") << "run this test through run_in_netns_cluster.sh 2";
+    ASSERT_EQ(hosts, "10.77.0.10,10.77.0.11") << "run this test under scripts/netns_cluster.sh run 2 LIMIT --";
   }
   void TearDown() override { fs::remove_all(dir); }
 
