@@ -1,5 +1,5 @@
 // DDP training throughput on CPU ranks: the models/ MLP (784-1024-1024-10; mlp_deep: eight
-// hidden layers of 512, 9 weight matrices of 1-1.6 MB for the bucket cap to split) or CNN on
+// hidden layers of 512, 8 weight matrices of 1-1.6 MB for the bucket cap to split) or CNN on
 // Fashion-MNIST, Adam lr 1e-3, per-rank batch 128 (global 256 at 2 ranks), one epoch, through
 // the real Trainer with strategy=ddp over the MPI communicator. The twin is
 // bench/peers/ddp_torch.py (PyTorch DDP with gloo, same model, sharding and batch);
