@@ -81,6 +81,9 @@ up() {
   check >&2 || exit $?
   down  # idempotent: a cluster left by a killed run is replaced
   ip link add "$bridge" type bridge
+  # Traffic between hosts stays on the bridge: a firewall's FORWARD policy (Docker sets DROP)
+  # must not see it. Best effort: older kernels lack these per-bridge switches.
+  ip link set "$bridge" type bridge nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0 2>/dev/null || true
   ip addr add "$subnet.1/24" dev "$bridge"
   ip link set "$bridge" up
   mkdir -p "$state_dir"
