@@ -1,8 +1,8 @@
 // `tandem` across "hosts" that are network namespaces (scripts/netns_cluster.sh), started by
 // mpirun through our launcher agent, as a user runs it on two machines. Run by ctest under
-// `scripts/netns_cluster.sh run 2 50 --`, which brings 2 hosts up and down around each case.
-//   - ddp on 2 hosts x 1 device (mpirun -H a,b) and ddp2 on 2 hosts x 2 CPU devices (mpirun
-//     --hostfile) end with the val_loss of one process at the same global batch, and the
+// `scripts/netns_cluster.sh run N 50 --`, which brings N hosts up and down around each case.
+//   - ddp on 2 and 3 hosts x 1 device (mpirun -H a,b[,c]) and ddp2 on 2 hosts x 2 CPU devices
+//     (mpirun --hostfile) end with the val_loss of one process at the same global batch, and the
 //     gradients crossed the veth links (their byte counters);
 //   - node_rank and local rank follow the hosts, with and without --map-by node;
 //   - a killed host (every process in its namespace) ends the job with an error, in time.
@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tests/support/run_command.h"
 #include "tiny_idx_dataset.h"
@@ -72,7 +74,7 @@ class NetnsCluster : public ::testing::Test {
              " --trainer.enable_checkpointing=false";
     hosts = cluster_says("hosts");
     mpirun_args = cluster_says("mpirun-args");
-    ASSERT_EQ(hosts, "10.77.0.10,10.77.0.11") << "run this test under scripts/netns_cluster.sh run 2 LIMIT --";
+    ASSERT_EQ(hosts.rfind("10.77.0.10,10.77.0.11", 0), 0u) << "run this test under scripts/netns_cluster.sh run N LIMIT --";
   }
   void TearDown() override { fs::remove_all(dir); }
 
@@ -85,9 +87,15 @@ class NetnsCluster : public ::testing::Test {
     last_output = r.out + r.err;
     return root / "lightning_logs/version_0";
   }
+  int host_count() const { return static_cast<int>(std::count(hosts.begin(), hosts.end(), ',')) + 1; }
   std::string mpirun(const std::string& placement) const {
-    return std::string(TANDEM_MPIEXEC_PATH) + " -np 2 " + placement + " " + mpirun_args + " -x OMP_NUM_THREADS";
+    return std::string(TANDEM_MPIEXEC_PATH) + " -np " + std::to_string(host_count()) + " " + placement + " " +
+           mpirun_args + " -x OMP_NUM_THREADS";
   }
+
+  // ddp at one rank per host, batch 12 / hosts each, against one process at batch 12 and, to
+  // show that the comparison can tell, one process at the per-rank batch.
+  void expect_ddp_matches_one_process();
 
   fs::path dir;
   std::string common, hosts, mpirun_args, last_output;
@@ -98,25 +106,37 @@ class NetnsCluster : public ::testing::Test {
 constexpr int64_t kGradientBytes = 12730 * 4;
 constexpr int64_t kSteps = 12;
 
-TEST_F(NetnsCluster, DdpOnTwoHostsMatchesOneProcessAtTheSameGlobalBatch) {
+void NetnsCluster::expect_ddp_matches_one_process() {
   const std::string flags = " --trainer.max_epochs=2 ";
+  const int n = host_count();
+  const std::string per_rank = std::to_string(12 / n);
   const double one = val_loss(fit("one", "", flags + "--data.batch_size=12 --trainer.devices=1"));
-  const double half = val_loss(fit("half", "", flags + "--data.batch_size=6 --trainer.devices=1"));
-  const int64_t tx0 = link_bytes(0, "tx"), rx0 = link_bytes(0, "rx"), tx1 = link_bytes(1, "tx"), rx1 = link_bytes(1, "rx");
-  const double ddp = val_loss(fit("ddp", mpirun("-H " + hosts),
-                                  flags + "--data.batch_size=6 --trainer.devices=1 --trainer.num_nodes=2"));
-  EXPECT_NE(last_output.find("ddp: 2 processes x batch 6 = effective batch 12"), std::string::npos) << last_output;
-  ASSERT_FALSE(std::isnan(one) || std::isnan(half) || std::isnan(ddp));
+  const double small = val_loss(fit("small", "", flags + "--data.batch_size=" + per_rank + " --trainer.devices=1"));
+  std::vector<std::pair<int64_t, int64_t>> before;
+  for (int h = 0; h < n; ++h) before.emplace_back(link_bytes(h, "tx"), link_bytes(h, "rx"));
+  const double ddp = val_loss(fit("ddp", mpirun("-H " + hosts), flags + "--data.batch_size=" + per_rank +
+                                  " --trainer.devices=1 --trainer.num_nodes=" + std::to_string(n)));
+  ASSERT_FALSE(std::isnan(one) || std::isnan(small) || std::isnan(ddp));
   EXPECT_NEAR(ddp, one, 1e-5 * std::abs(one));
-  EXPECT_GT(std::abs(half - one), 1e-4) << "the reference must be able to tell the batch sizes apart";
+  EXPECT_GT(std::abs(small - one), 1e-4) << "the reference must be able to tell the batch sizes apart";
   // Each rank's share of every allreduce (at least half the gradient each way) went through its
   // host's link: Open MPI used TCP between the namespaces, not shared memory.
-  for (auto [before, after, what] : {std::tuple{tx0, link_bytes(0, "tx"), "host 0 tx"},
-                                     std::tuple{rx0, link_bytes(0, "rx"), "host 0 rx"},
-                                     std::tuple{tx1, link_bytes(1, "tx"), "host 1 tx"},
-                                     std::tuple{rx1, link_bytes(1, "rx"), "host 1 rx"}}) {
-    EXPECT_GT(after - before, kSteps * kGradientBytes / 2) << what;
+  for (int h = 0; h < n; ++h) {
+    EXPECT_GT(link_bytes(h, "tx") - before[h].first, kSteps * kGradientBytes / 2) << "host " << h << " tx";
+    EXPECT_GT(link_bytes(h, "rx") - before[h].second, kSteps * kGradientBytes / 2) << "host " << h << " rx";
   }
+}
+
+TEST_F(NetnsCluster, DdpOnTwoHostsMatchesOneProcessAtTheSameGlobalBatch) {
+  ASSERT_EQ(host_count(), 2);
+  expect_ddp_matches_one_process();
+  EXPECT_NE(last_output.find("ddp: 2 processes x batch 6 = effective batch 12"), std::string::npos) << last_output;
+}
+
+TEST_F(NetnsCluster, DdpOnThreeHostsMatchesOneProcessAtTheSameGlobalBatch) {
+  ASSERT_EQ(host_count(), 3);
+  expect_ddp_matches_one_process();
+  EXPECT_NE(last_output.find("ddp: 3 processes x batch 4 = effective batch 12"), std::string::npos) << last_output;
 }
 
 TEST_F(NetnsCluster, Ddp2OnTwoHostsFromAHostfileMatchesOneProcessAtTheSameGlobalBatch) {
