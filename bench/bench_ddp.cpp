@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 
 #include "engine/data/fashion_mnist.h"
@@ -37,7 +36,10 @@ int main(int argc, char** argv) try {
   std::string strategy = "ddp";
   if (argc > 4) {
     const double mib = std::atof(argv[4]);
-    if (!(mib > 0)) throw std::invalid_argument(std::string("bucket_mib must be a positive number of MiB, not ") + argv[4]);
+    if (!(mib > 0)) {
+      std::fprintf(stderr, "bench_ddp: bucket_mib must be a positive number of MiB (e.g. 1, 4, 25), not '%s'\n", argv[4]);
+      return 2;
+    }
     ReducerOptions reducer;
     reducer.bucket_cap_bytes = static_cast<int64_t>(mib * (1 << 20));
     reducer.first_bucket_cap_bytes = std::min<int64_t>(reducer.first_bucket_cap_bytes, reducer.bucket_cap_bytes);
