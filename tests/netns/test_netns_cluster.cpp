@@ -1,7 +1,7 @@
 // `tandem` across "hosts" that are network namespaces (scripts/netns_cluster.sh), started by
 // mpirun through our launcher agent, as a user runs it on two machines. Run by ctest under
 // `scripts/netns_cluster.sh run N 50 --`, which brings N hosts up and down around each case.
-//   - ddp on 2 and 3 hosts x 1 device (mpirun -H a,b[,c]) and ddp2 on 2 hosts x 2 CPU devices
+//   - ddp on 2 and 3 hosts x 1 device (mpirun -H, by address and by name) and ddp2 on 2 hosts x 2 CPU devices
 //     (mpirun --hostfile) end with the val_loss of one process at the same global batch, and the
 //     gradients crossed the veth links (their byte counters);
 //   - node_rank and local rank follow the hosts, with and without --map-by node;
@@ -93,9 +93,9 @@ class NetnsCluster : public ::testing::Test {
            mpirun_args + " -x OMP_NUM_THREADS";
   }
 
-  // ddp at one rank per host, batch 12 / hosts each, against one process at batch 12 and, to
-  // show that the comparison can tell, one process at the per-rank batch.
-  void expect_ddp_matches_one_process();
+  // ddp at one rank per host placed by `host_list` (mpirun -H), batch 12 / hosts each, against
+  // one process at batch 12 and, to show that the comparison can tell, at the per-rank batch.
+  void expect_ddp_matches_one_process(const std::string& host_list);
 
   fs::path dir;
   std::string common, hosts, mpirun_args, last_output;
@@ -106,7 +106,7 @@ class NetnsCluster : public ::testing::Test {
 constexpr int64_t kGradientBytes = 12730 * 4;
 constexpr int64_t kSteps = 12;
 
-void NetnsCluster::expect_ddp_matches_one_process() {
+void NetnsCluster::expect_ddp_matches_one_process(const std::string& host_list) {
   const std::string flags = " --trainer.max_epochs=2 ";
   const int n = host_count();
   const std::string per_rank = std::to_string(12 / n);
@@ -114,7 +114,7 @@ void NetnsCluster::expect_ddp_matches_one_process() {
   const double small = val_loss(fit("small", "", flags + "--data.batch_size=" + per_rank + " --trainer.devices=1"));
   std::vector<std::pair<int64_t, int64_t>> before;
   for (int h = 0; h < n; ++h) before.emplace_back(link_bytes(h, "tx"), link_bytes(h, "rx"));
-  const double ddp = val_loss(fit("ddp", mpirun("-H " + hosts), flags + "--data.batch_size=" + per_rank +
+  const double ddp = val_loss(fit("ddp", mpirun("-H " + host_list), flags + "--data.batch_size=" + per_rank +
                                   " --trainer.devices=1 --trainer.num_nodes=" + std::to_string(n)));
   ASSERT_FALSE(std::isnan(one) || std::isnan(small) || std::isnan(ddp));
   EXPECT_NEAR(ddp, one, 1e-5 * std::abs(one));
@@ -129,13 +129,13 @@ void NetnsCluster::expect_ddp_matches_one_process() {
 
 TEST_F(NetnsCluster, DdpOnTwoHostsMatchesOneProcessAtTheSameGlobalBatch) {
   ASSERT_EQ(host_count(), 2);
-  expect_ddp_matches_one_process();
+  expect_ddp_matches_one_process(hosts);  // by address
   EXPECT_NE(last_output.find("ddp: 2 processes x batch 6 = effective batch 12"), std::string::npos) << last_output;
 }
 
 TEST_F(NetnsCluster, DdpOnThreeHostsMatchesOneProcessAtTheSameGlobalBatch) {
   ASSERT_EQ(host_count(), 3);
-  expect_ddp_matches_one_process();
+  expect_ddp_matches_one_process("tandem-node0,tandem-node1,tandem-node2");  // by namespace name
   EXPECT_NE(last_output.find("ddp: 3 processes x batch 4 = effective batch 12"), std::string::npos) << last_output;
 }
 
