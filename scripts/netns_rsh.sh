@@ -8,7 +8,9 @@ set -euo pipefail
 host=$1; shift
 for ns in $(ip netns list | awk '{print $1}' | grep '^tandem-node[0-9]*$'); do
   if [ "$ns" = "$host" ] || ip -n "$ns" -4 -o addr show | awk '{print $4}' | grep -qx "$host/24"; then
-    exec ip netns exec "$ns" /bin/sh -c "$*"
+    # Its own hostname too (a UTS namespace): Open MPI names its session directories in the
+    # shared /tmp after the host, and hosts sharing one would remove each other's files.
+    exec ip netns exec "$ns" unshare --uts /bin/sh -c "echo $ns > /proc/sys/kernel/hostname && $*"
   fi
 done
 echo "netns_rsh: no tandem-node namespace is named '$host' or has that address; is the cluster up (scripts/netns_cluster.sh status)?" >&2
