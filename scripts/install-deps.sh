@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config ccache
           libeigen3-dev libgtest-dev libgmock-dev
           nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin iproute2)
 for arg in "$@"; do
   case "$arg" in
     --data) packages+=(dataset-fashion-mnist) ;;

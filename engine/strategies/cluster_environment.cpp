@@ -23,6 +23,29 @@ int read_int(const EnvLookup& env, const std::string& var, int fallback) {
 
 bool is_set(const EnvLookup& env, const std::string& var) { return env(var).has_value(); }
 
+// Open MPI exports no node index, only this rank's node-local size, the number of nodes with
+// ranks (OMPI_MCA_orte_num_nodes) and, when the user chose one, the mapping policy. When every
+// node runs the same number of ranks, the mapping decides: filled node by node (the default:
+// by slot, core or socket; ppr) puts rank r on node r / local_size, round-robin over nodes
+// (--map-by node) on node r % nodes. Anything else (uneven nodes, a rankfile, seq, span) is
+// unknown (-1) here.
+int open_mpi_node_rank(const EnvLookup& env, int rank) {
+  const int local_size = read_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", -1);
+  const int world_size = read_int(env, "OMPI_COMM_WORLD_SIZE", 1);
+  const int nodes = read_int(env, "OMPI_MCA_orte_num_nodes", local_size > 0 ? world_size / local_size : -1);
+  if (local_size <= 0 || nodes <= 0 || local_size * nodes != world_size) return -1;
+  const std::string policy = env("OMPI_MCA_rmaps_base_mapping_policy").value_or("");
+  const auto starts_with = [&](const char* prefix) { return policy.rfind(prefix, 0) == 0; };
+  if (policy.find("span") != std::string::npos) return -1;  // objects counted across nodes
+  if (policy.empty() || starts_with("slot") || starts_with("core") || starts_with("socket") ||
+      starts_with("ppr") || starts_with("hwthread") || starts_with("numa") || starts_with("board") ||
+      starts_with("l1cache") || starts_with("l2cache") || starts_with("l3cache")) {
+    return rank / local_size;
+  }
+  if (starts_with("node")) return rank % nodes;
+  return -1;
+}
+
 std::optional<ClusterEnvironment> open_mpi(const EnvLookup& env) {
   if (!is_set(env, "OMPI_COMM_WORLD_SIZE") || !is_set(env, "OMPI_COMM_WORLD_RANK")) return {};
   ClusterEnvironment c;
@@ -30,10 +53,7 @@ std::optional<ClusterEnvironment> open_mpi(const EnvLookup& env) {
   c.world_size = read_int(env, "OMPI_COMM_WORLD_SIZE", 1);
   c.global_rank = read_int(env, "OMPI_COMM_WORLD_RANK", 0);
   c.local_rank = read_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", -1);
-  // Open MPI exports no node index. rank / local_size is right for the default by-slot mapping
-  // (ranks filled node by node); the NCCL bootstrap derives locality from MPI itself anyway.
-  const int local_size = read_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", -1);
-  c.node_rank = local_size > 0 ? c.global_rank / local_size : -1;
+  c.node_rank = open_mpi_node_rank(env, c.global_rank);
   return c;
 }
 

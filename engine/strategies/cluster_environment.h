@@ -4,7 +4,7 @@
 //
 //   name       detected by                          world size / rank / local rank / node rank
 //   openmpi    OMPI_COMM_WORLD_SIZE + _RANK         OMPI_COMM_WORLD_{SIZE,RANK,LOCAL_RANK};
-//                                                   node = rank / OMPI_COMM_WORLD_LOCAL_SIZE
+//                                                   node from the rank and the mapping policy
 //   pmix       PMIX_RANK                            rank from PMIX_RANK; the rest from SLURM_*
 //                                                   when srun set them, else unknown until MPI
 //   torchrun   RANK + WORLD_SIZE + LOCAL_RANK       RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK

@@ -56,6 +56,27 @@ TEST(ClusterEnvironment, OpenMpi) {
   EXPECT_EQ(c.node_rank, 1);
 }
 
+// Open MPI has no node variable: the node follows from the mapping when nodes are even
+// (what mpirun -H a:2,b:2 exports, with and without --map-by node), else it is unknown.
+TEST(ClusterEnvironment, OpenMpiNodeFollowsTheMappingPolicy) {
+  const auto node_of = [](const std::string& rank, const std::string& local_size, const std::string& policy) {
+    std::map<std::string, std::string> vars{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", rank},
+                                            {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                            {"OMPI_COMM_WORLD_LOCAL_SIZE", local_size}, {"OMPI_MCA_orte_num_nodes", "2"}};
+    if (!policy.empty()) vars["OMPI_MCA_rmaps_base_mapping_policy"] = policy;
+    return tandem::detect_cluster_environment(env_of(vars)).node_rank;
+  };
+  EXPECT_EQ(node_of("1", "2", ""), 0);           // default: filled node by node
+  EXPECT_EQ(node_of("2", "2", ""), 1);
+  EXPECT_EQ(node_of("1", "2", "slot"), 0);
+  EXPECT_EQ(node_of("3", "2", "ppr:2:node"), 1);
+  EXPECT_EQ(node_of("1", "2", "node"), 1);       // round-robin: 0 1 0 1
+  EXPECT_EQ(node_of("2", "2", "node"), 0);
+  EXPECT_EQ(node_of("2", "3", ""), -1);          // 3 + 1 ranks: uneven nodes
+  EXPECT_EQ(node_of("2", "2", "seq"), -1);
+  EXPECT_EQ(node_of("2", "2", "core:span"), -1);
+}
+
 TEST(ClusterEnvironment, Slurm) {
   auto c = tandem::detect_cluster_environment(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "16"},
       {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"}}));
