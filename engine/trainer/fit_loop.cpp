@@ -112,7 +112,9 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
   module_->train();
   logger_connector_.begin_epoch(RunningStage::Train);
   const int64_t skip = std::min(resume_skip_batches_, num_training_batches_);
+  const bool resume_after_batch = resume_after_batch_pending_ && skip > 0;
   resume_skip_batches_ = 0;
+  resume_after_batch_pending_ = false;
   train_loader.start_epoch(progress_.epoch, skip);
   progress_.batch_in_epoch = skip;
   progress_.epoch_finished = false;
@@ -121,8 +123,11 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
   for_each_callback([&](Callback& cb) { cb.on_train_epoch_start(*this, *module_); });
   module_->on_train_epoch_start();
+  // Resumed from a checkpoint saved inside on_train_batch_end: that batch's after-batch work
+  // had not run yet, so it runs now, as it did in the interrupted run.
+  if (resume_after_batch) after_train_batch(skip - 1, skip == num_training_batches_, val_loader);
 
-  for (int64_t batch_idx = skip; batch_idx < num_training_batches_; ++batch_idx) {
+  for (int64_t batch_idx = skip; batch_idx < num_training_batches_ && !max_steps_reached() && !should_stop; ++batch_idx) {
     std::optional<data::Batch> batch = train_loader.next();
     if (!batch) {  // the loader ran short of what num_batches() promised: the epoch is over
       progress_.epoch_finished = true;
@@ -130,19 +135,21 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
     }
     const bool is_last = batch_idx + 1 == num_training_batches_;
     const bool stepped = run_train_batch(*batch, batch_idx, is_last);
-    progress_.batch_in_epoch = batch_idx + 1;
-    progress_.total_batch_idx += 1;
-    if (is_last) progress_.epoch_finished = true;
-    if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
-    if (should_validate_after_batch(batch_idx, is_last)) {
-      run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
-      stage_ = RunningStage::Train;
-      logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
-    }
+    after_train_batch(batch_idx, is_last, val_loader);
     if (stepped) progress_.batches_that_stepped += 1;
-    if (max_steps_reached() || should_stop) break;
   }
   finish_train_epoch();
+}
+
+void Trainer::after_train_batch(int64_t batch_idx, bool is_last, data::DataLoader* val_loader) {
+  if (is_last) progress_.epoch_finished = true;
+  if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
+  if (should_validate_after_batch(batch_idx, is_last)) {
+    run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
+    stage_ = RunningStage::Train;
+    logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
+  }
+  progress_.after_batch_pending = false;
 }
 
 void Trainer::finish_train_epoch() {
@@ -193,6 +200,10 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     progress_.global_step += 1;
     step_schedulers("step");
   }
+  // The batch is done: a checkpoint saved from on_train_batch_end resumes after it.
+  progress_.batch_in_epoch = batch_idx + 1;
+  progress_.total_batch_idx += 1;
+  progress_.after_batch_pending = true;
   for_each_callback([&](Callback& cb) { cb.on_train_batch_end(*this, *module_, loss, batch, batch_idx); });
   module_->on_train_batch_end(loss, batch, batch_idx);
 

@@ -255,6 +255,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
                  "configure_optimizers(): scheduler frequency=" + std::to_string(optimizer_config_.frequency) + " is not valid: expected >= 1");
     progress_ = FitProgress{};
     resume_skip_batches_ = 0;
+    resume_after_batch_pending_ = false;
     should_stop = false;
     logger_connector_.clear();
     const std::string resolved = resolve_ckpt_path(ckpt_path);
