@@ -88,6 +88,7 @@ Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& l
 
   loader.start_epoch(progress_.epoch, 0);
   for (int64_t i = 0; i < num_batches; ++i) {
+    beat(is_test ? "a test batch" : "a validation batch", i);
     std::optional<data::Batch> host_batch = loader.next();
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);

@@ -128,6 +128,7 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
   if (resume_after_batch) after_train_batch(skip - 1, skip == num_training_batches_, val_loader);
 
   for (int64_t batch_idx = skip; batch_idx < num_training_batches_ && !max_steps_reached() && !should_stop; ++batch_idx) {
+    beat("waiting for the training batch", batch_idx);
     std::optional<data::Batch> batch = train_loader.next();
     if (!batch) {  // the loader ran short of what num_batches() promised: the epoch is over
       progress_.epoch_finished = true;
@@ -173,6 +174,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
   module_->on_train_batch_start(batch, batch_idx);
 
+  beat("training_step", batch_idx);
   strategy_->before_training_step(*module_);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
@@ -195,6 +197,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     backward_step(loss, will_step);
   }
   if (will_step) {
+    beat("the optimizer step (gradient allreduce, clipping, update)", batch_idx);
     optimizer_step();
     accumulated_batches_ = 0;
     progress_.global_step += 1;
@@ -204,6 +207,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   progress_.batch_in_epoch = batch_idx + 1;
   progress_.total_batch_idx += 1;
   progress_.after_batch_pending = true;
+  beat("on_train_batch_end hooks (checkpoints)", batch_idx);
   for_each_callback([&](Callback& cb) { cb.on_train_batch_end(*this, *module_, loss, batch, batch_idx); });
   module_->on_train_batch_end(loss, batch, batch_idx);
 
@@ -245,6 +249,7 @@ void Trainer::check_finite_loss(double value, int64_t batch_idx) {
 }
 
 void Trainer::backward_step(const Tensor& loss, bool will_step) {
+  beat("backward", progress_.batch_in_epoch);
   for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
   module_->on_before_backward(loss);
   // Accumulated gradients sum over the batches, so each loss is scaled to give their mean; the

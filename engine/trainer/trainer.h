@@ -27,6 +27,7 @@
 #include "engine/trainer/cuda_graph_step.h"
 #include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
+#include "engine/trainer/step_watchdog.h"
 #include "engine/trainer/trainer_options.h"
 #include "engine/trainer/grad_scaler.h"
 #include "engine/strategies/strategy.h"
@@ -181,6 +182,12 @@ class Trainer {
   template <typename Fn> void for_each_callback(Fn&& fn) {
     for (const auto& cb : callbacks_) fn(*cb);
   }
+  // The step watchdog of fit (step_watchdog.h): step_timeout, or collective_timeout with
+  // several processes; 0 is off.
+  double effective_step_timeout() const;
+  void start_step_watchdog();
+  // Progress for the watchdog: this rank enters `phase` (a string literal) at batch_idx.
+  void beat(const char* phase, int64_t batch_idx);
   // fit_loop.cpp
   void run_fit();
   void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
@@ -235,6 +242,7 @@ class Trainer {
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
   int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
   int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
+  std::unique_ptr<StepWatchdog> watchdog_;  // during fit, when a step timeout applies
 };
 
 }  // namespace tandem::trainer
