@@ -73,7 +73,7 @@ nlohmann::json Trainer::dump_trainer_state() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   TANDEM_CHECK(module_ != nullptr, ValueError, "save_checkpoint(" + path + "): no model is attached; call it during fit");
-  beat("saving a checkpoint", progress_.batch_in_epoch);
+  beat("saving a checkpoint", progress_.batch_in_epoch, /*waits_for_peers=*/true);
   // Every rank has chosen its file names (ModelCheckpoint checks which exist) before rank 0
   // writes, so all ranks agree on best_model_path and friends.
   strategy_->barrier("before save_checkpoint");

@@ -154,6 +154,7 @@ void Trainer::after_train_batch(int64_t batch_idx, bool is_last, data::DataLoade
 }
 
 void Trainer::finish_train_epoch() {
+  beat("the end of the training epoch (metric reduction, checkpoints)", progress_.batch_in_epoch, /*waits_for_peers=*/true);
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
   module_->on_train_epoch_end();
   const Metrics rows = logger_connector_.end_epoch(RunningStage::Train);
@@ -174,8 +175,9 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
   module_->on_train_batch_start(batch, batch_idx);
 
-  beat("training_step", batch_idx);
+  beat("before_training_step (buffer broadcast)", batch_idx, /*waits_for_peers=*/true);
   strategy_->before_training_step(*module_);
+  beat("training_step", batch_idx);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
   const Strategy::StepResult step = strategy_->execute_training_step(
@@ -197,7 +199,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     backward_step(loss, will_step);
   }
   if (will_step) {
-    beat("the optimizer step (gradient allreduce, clipping, update)", batch_idx);
+    beat("the optimizer step (gradient allreduce, clipping, update)", batch_idx, /*waits_for_peers=*/true);
     optimizer_step();
     accumulated_batches_ = 0;
     progress_.global_step += 1;
@@ -207,7 +209,7 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   progress_.batch_in_epoch = batch_idx + 1;
   progress_.total_batch_idx += 1;
   progress_.after_batch_pending = true;
-  beat("on_train_batch_end hooks (checkpoints)", batch_idx);
+  beat("on_train_batch_end hooks (checkpoints)", batch_idx, /*waits_for_peers=*/true);
   for_each_callback([&](Callback& cb) { cb.on_train_batch_end(*this, *module_, loss, batch, batch_idx); });
   module_->on_train_batch_end(loss, batch, batch_idx);
 
@@ -237,6 +239,7 @@ void Trainer::check_loss_shape(const Tensor& loss) const {
 void Trainer::check_finite_loss(double value, int64_t batch_idx) {
   // Every rank learns that one of them diverged, so all stop here together (no rank is left
   // waiting in the gradient allreduce).
+  beat("the loss check across ranks", batch_idx, /*waits_for_peers=*/true);
   if (!strategy_->reduce_any(!std::isfinite(value))) return;
   const std::string what = std::isfinite(value) ? "a finite loss here, but another rank's loss was nan or inf"
                                                  : std::string("loss=") + (std::isnan(value) ? "nan" : "inf");

@@ -1,9 +1,11 @@
 #include "engine/trainer/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
+#include "collectives/communicator.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
@@ -292,13 +294,15 @@ void Trainer::start_step_watchdog() {
   const double timeout = effective_step_timeout();
   if (timeout <= 0.0) return;
   const int rank = global_rank(), world = world_size();
-  watchdog_ = std::make_unique<StepWatchdog>(timeout, [rank, world, timeout](const std::string& where, double waited) {
+  // A rank waiting in a collective is left to the collective timeout and its abort grace.
+  const double abort_grace = std::chrono::duration<double>(collectives::CommOptions{}.abort_grace).count();
+  const double peer_timeout = world > 1 ? options_.collective_timeout + abort_grace : timeout;
+  watchdog_ = std::make_unique<StepWatchdog>(timeout, peer_timeout, [rank, world, timeout](const std::string& where, double waited) {
     char seconds[64];
     std::snprintf(seconds, sizeof seconds, "%.1f s (step_timeout=%g s)", waited, timeout);
     const std::string message = "rank " + std::to_string(rank) + " of " + std::to_string(world) +
                                 " made no progress for " + seconds + ": stuck in " + where +
-                                "; ending the job (a hang outside any collective: a kernel, the data loader or user "
-                                "code; raise --trainer.step_timeout if a step can legitimately take this long)";
+                                "; ending the job (raise --trainer.step_timeout if this can legitimately take so long)";
     std::fprintf(stderr, "tandem: error: %s\n", message.c_str());
     std::fflush(stderr);
     record_job_failure({rank, "StepTimeout", true, message});
@@ -306,8 +310,8 @@ void Trainer::start_step_watchdog() {
   });
 }
 
-void Trainer::beat(const char* phase, int64_t batch_idx) {
-  if (watchdog_) watchdog_->beat(phase, progress_.epoch, batch_idx, progress_.global_step);
+void Trainer::beat(const char* phase, int64_t batch_idx, bool waits_for_peers) {
+  if (watchdog_) watchdog_->beat(phase, waits_for_peers, progress_.epoch, batch_idx, progress_.global_step);
 }
 
 template <typename Body>

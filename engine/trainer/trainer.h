@@ -186,8 +186,10 @@ class Trainer {
   // several processes; 0 is off.
   double effective_step_timeout() const;
   void start_step_watchdog();
-  // Progress for the watchdog: this rank enters `phase` (a string literal) at batch_idx.
-  void beat(const char* phase, int64_t batch_idx);
+  // Progress for the watchdog: this rank enters `phase` (a string literal) at batch_idx;
+  // waits_for_peers: the phase blocks in collectives (the watchdog then allows
+  // collective_timeout plus the abort grace).
+  void beat(const char* phase, int64_t batch_idx, bool waits_for_peers = false);
   // fit_loop.cpp
   void run_fit();
   void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
