@@ -59,8 +59,8 @@ SectionSpec trainer_section() {
              "seconds a collective may take before the job fails with an error naming the missing ranks"));
   OptionSpec step_timeout = make_option("step_timeout", ValueKind::Float, null_node(),
                                         "seconds a rank may go without progress (a step phase, an evaluation batch) "
-                                        "before it ends the job (null: collective_timeout with several processes, "
-                                        "off in one; 0: off)");
+                                        "before it ends the job (null: collective_timeout + 10 s with several "
+                                        "processes, off in one; 0: off)");
   step_timeout.nullable = true;
   add(step_timeout);
   OptionSpec restarts = make_option("max_restarts", ValueKind::Int, YAML::Node(0),

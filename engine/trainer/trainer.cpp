@@ -285,9 +285,13 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
   if (is_global_zero() && world_size() > 1) std::printf("%s\n", strategy_->summary().c_str());
 }
 
+double Trainer::collective_deadline() const {
+  return options_.collective_timeout + std::chrono::duration<double>(collectives::CommOptions{}.abort_grace).count();
+}
+
 double Trainer::effective_step_timeout() const {
   if (options_.step_timeout) return *options_.step_timeout;
-  return world_size() > 1 ? options_.collective_timeout : 0.0;
+  return world_size() > 1 ? collective_deadline() : 0.0;
 }
 
 void Trainer::start_step_watchdog() {
@@ -295,8 +299,7 @@ void Trainer::start_step_watchdog() {
   if (timeout <= 0.0) return;
   const int rank = global_rank(), world = world_size();
   // A rank waiting in a collective is left to the collective timeout and its abort grace.
-  const double abort_grace = std::chrono::duration<double>(collectives::CommOptions{}.abort_grace).count();
-  const double peer_timeout = world > 1 ? options_.collective_timeout + abort_grace : timeout;
+  const double peer_timeout = world > 1 ? collective_deadline() : timeout;
   watchdog_ = std::make_unique<StepWatchdog>(timeout, peer_timeout, [rank, world, timeout](const std::string& where, double waited) {
     char seconds[64];
     std::snprintf(seconds, sizeof seconds, "%.1f s (step_timeout=%g s)", waited, timeout);

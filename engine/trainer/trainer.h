@@ -182,9 +182,12 @@ class Trainer {
   template <typename Fn> void for_each_callback(Fn&& fn) {
     for (const auto& cb : callbacks_) fn(*cb);
   }
-  // The step watchdog of fit (step_watchdog.h): step_timeout, or collective_timeout with
-  // several processes; 0 is off.
+  // The step watchdog of fit (step_watchdog.h): step_timeout; unset, collective_deadline()
+  // with several processes (a backstop behind the collective timeout) and off in one; 0 is off.
   double effective_step_timeout() const;
+  // collective_timeout plus the communicators' abort grace: when a job whose collective timed
+  // out has surely ended.
+  double collective_deadline() const;
   void start_step_watchdog();
   // Progress for the watchdog: this rank enters `phase` (a string literal) at batch_idx;
   // waits_for_peers: the phase blocks in collectives (the watchdog then allows

@@ -61,7 +61,8 @@ struct TrainerOptions : HardwareOptions {
   std::optional<collectives::HostComm> communicator;
   // Seconds a rank may go without progress (a phase of a training step, an evaluation batch, a
   // checkpoint) before its watchdog ends the job, naming the phase it is stuck in
-  // (step_watchdog.h). Unset: collective_timeout when the job has several processes, off in one.
+  // (step_watchdog.h). Unset: collective_timeout plus the 10 s abort grace when the job has
+  // several processes (a backstop: the collective timeout names a late rank first), off in one.
   // 0: off.
   std::optional<double> step_timeout;
 

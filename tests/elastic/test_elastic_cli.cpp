@@ -8,7 +8,8 @@
 //   - restarts used up: a clear error and exit 1; a rank stuck inside backward: the step
 //     watchdog names it within step_timeout (in one process, where no collective could), and a
 //     restart finishes the job;
-//   - restart options that cannot work are configuration errors (exit 2).
+//   - restart options that cannot work are configuration errors (exit 2), and an error in the
+//     job that a restart would meet again is not restarted.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -207,6 +208,12 @@ TEST_F(ElasticCli, RestartOptionsThatCannotWorkAreConfigurationErrors) {
                                 "--trainer.min_processes=3 --trainer.elastic_batch=global", dir);
   EXPECT_EQ(no_divisor.exit_code, 2) << no_divisor.output;
   EXPECT_TRUE(no_divisor.has("no smaller size from min_processes=3 divides that")) << no_divisor.output;
+  // An error in the job that a restart would meet again is not restarted: the job's exit code.
+  const CliRun missing = run("", common + root("missing") + " --trainer.devices=2 --trainer.max_restarts=2 "
+                             "--ckpt_path=" + (dir / "no_such.safetensors").string(), dir);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_TRUE(missing.has("failed with ConfigError on rank 0, which a restart would not fix")) << missing.output;
+  EXPECT_EQ(missing.count("restarting the job"), 0) << missing.output;
   const CliRun bad_batch = run("", common + root("e") + " --trainer.elastic_batch=both", dir);
   EXPECT_EQ(bad_batch.exit_code, 2) << bad_batch.output;
   EXPECT_FALSE(fs::exists(dir / "e")) << "a configuration error must stop before anything is written";
