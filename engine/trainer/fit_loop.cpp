@@ -145,12 +145,12 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
 void Trainer::after_train_batch(int64_t batch_idx, bool is_last, data::DataLoader* val_loader) {
   if (is_last) progress_.epoch_finished = true;
   if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
+  progress_.after_batch_pending = false;     // a checkpoint saved by this validation resumes after it
   if (should_validate_after_batch(batch_idx, is_last)) {
     run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
     stage_ = RunningStage::Train;
     logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
   }
-  progress_.after_batch_pending = false;
 }
 
 void Trainer::finish_train_epoch() {
