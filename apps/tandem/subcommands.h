@@ -3,8 +3,11 @@
 // (ConfigError: 2, anything else: 1).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "engine/trainer/callback.h"
 
 namespace tandem::cli {
 
@@ -30,6 +33,11 @@ int run_fit(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 int run_test(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
+
+// Callbacks a user program adds to every `fit` of its command line, besides the configured
+// ones (e.g. its own monitoring); each factory is called once per fit, in every rank.
+using CallbackFactory = std::function<std::vector<std::shared_ptr<trainer::Callback>>()>;
+void add_fit_callbacks(CallbackFactory factory);
 
 // Every subcommand, in the order `tandem --help` lists them.
 const std::vector<Subcommand>& subcommands();

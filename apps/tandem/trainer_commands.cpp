@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "apps/tandem/restart_agent.h"
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
 #include "engine/accelerators/cuda_accelerator.h"
@@ -14,6 +15,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/job_failure.h"
 #include "engine/trainer/trainer.h"
 #include "models/registry.h"
 
@@ -87,6 +89,14 @@ void write_predictions(trainer::Trainer& trainer, const std::vector<Tensor>& out
   std::cout << "tandem predict: wrote " << classes.size() << " predictions to " << path << "\n";
 }
 
+std::vector<CallbackFactory>& extra_fit_callbacks() {
+  static std::vector<CallbackFactory> factories;
+  return factories;
+}
+
+int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
+                      ExecutionPlan plan, trainer::LightningModule& model, data::FashionMNISTDataModule& datamodule);
+
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const std::optional<ParsedRun> run =
       parse_run(args, stage_flags(stage), [&](const ConfigSchema& schema) { return run_help(stage, schema); });
@@ -105,35 +115,60 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   trainer::validate_trainer_options(trainer_options);
   refuse_training_when_simulating("start a Trainer");  // before a relaunch could multiply the refusal
   ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
+  // With max_restarts, this process stays behind as the restart agent and runs the job as its
+  // child (restart_agent.h) instead of becoming it.
+  if (stage == "fit" && needs_restart_agent(trainer_options, plan)) {
+    return run_fit_with_restarts(args, trainer_options, plan, data_options.batch_size);
+  }
   if (plan.launch && plan.live_strategy->launch_kind() != LaunchKind::Spawn) {
     std::vector<std::string> argv{"tandem", stage};
     argv.insert(argv.end(), args.begin(), args.end());
     plan.live_strategy->launch(plan, argv);
   }
-  if (stage == "fit") trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));
+  // A rank of a job under the restart agent tells it why it failed (job_failure.h).
+  const int rank = plan.cluster.launched() ? plan.cluster.global_rank : 0;
+  try {
+    return run_planned_stage(stage, *run, std::move(trainer_options), std::move(plan), *model, datamodule);
+  } catch (const std::exception& e) {
+    trainer::record_job_failure(trainer::job_failure_from(e, rank));
+    throw;
+  }
+}
+
+int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
+                      ExecutionPlan plan, trainer::LightningModule& model, data::FashionMNISTDataModule& datamodule) {
+  const YAML::Node& config = run.config;
+  if (stage == "fit") {
+    trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));
+    for (const auto& make : extra_fit_callbacks()) {
+      for (auto& cb : make()) trainer_options.callbacks.push_back(std::move(cb));
+    }
+  }
   trainer::Trainer trainer(std::move(trainer_options), std::move(plan));
   const std::string ckpt_path = ckpt_path_of(config);
 
   if (stage == "fit") {
-    trainer.fit(*model, datamodule, ckpt_path);
+    trainer.fit(model, datamodule, ckpt_path);
     if (trainer.is_global_zero()) {
       std::cout << tandem::trainer::metrics_table("Fit metric", trainer.callback_metrics());
       std::cout << "logs and checkpoints: " << trainer.log_dir() << "\n";
     }
   } else if (stage == "validate") {
-    trainer.validate(*model, datamodule, ckpt_path);
+    trainer.validate(model, datamodule, ckpt_path);
   } else if (stage == "test") {
-    trainer.test(*model, datamodule, ckpt_path);
+    trainer.test(model, datamodule, ckpt_path);
   } else {
-    const std::vector<Tensor> outputs = trainer.predict(*model, datamodule, ckpt_path);
+    const std::vector<Tensor> outputs = trainer.predict(model, datamodule, ckpt_path);
     std::string path = (std::filesystem::path(trainer.default_root_dir()) / "predictions.csv").string();
-    if (auto it = run->args.app_flags.find("predictions"); it != run->args.app_flags.end()) path = it->second.back();
+    if (auto it = run.args.app_flags.find("predictions"); it != run.args.app_flags.end()) path = it->second.back();
     write_predictions(trainer, outputs, path);
   }
   return 0;
 }
 
 }  // namespace
+
+void add_fit_callbacks(CallbackFactory factory) { extra_fit_callbacks().push_back(std::move(factory)); }
 
 int run_fit(const std::vector<std::string>& args) { return run_stage("fit", args); }
 int run_validate(const std::vector<std::string>& args) { return run_stage("validate", args); }

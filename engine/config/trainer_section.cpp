@@ -57,6 +57,29 @@ SectionSpec trainer_section() {
   add(backend);
   add(make_option("collective_timeout", ValueKind::Float, YAML::Node(600.0),
              "seconds a collective may take before the job fails with an error naming the missing ranks"));
+  OptionSpec step_timeout = make_option("step_timeout", ValueKind::Float, null_node(),
+                                        "seconds a rank may go without progress (a step phase, an evaluation batch) "
+                                        "before it ends the job (null: collective_timeout + 10 s with several "
+                                        "processes, off in one; 0: off)");
+  step_timeout.nullable = true;
+  add(step_timeout);
+  OptionSpec restarts = make_option("max_restarts", ValueKind::Int, YAML::Node(0),
+                                    "fit: relaunch a job that lost a rank or timed out this many times, from its "
+                                    "newest complete checkpoint (docs/ELASTIC.md)");
+  restarts.validate = at_least(0, "max_restarts must be >= 0 (0: no restarts)");
+  add(restarts);
+  OptionSpec min_processes = make_option("min_processes", ValueKind::Int, null_node(),
+                                         "elastic size: a restart runs at the processes still available, never fewer "
+                                         "than this (null: always the full size)");
+  min_processes.nullable = true;
+  min_processes.validate = at_least(1, "min_processes must be a positive number of processes, or null");
+  add(min_processes);
+  OptionSpec elastic_batch = make_option("elastic_batch", ValueKind::String, YAML::Node("per_rank"),
+                                         "after an elastic restart at fewer processes keep the per-rank batch "
+                                         "(per_rank) or the global batch (global: accumulate_grad_batches makes up "
+                                         "the difference)");
+  elastic_batch.choices = {"per_rank", "global"};
+  add(elastic_batch);
 
   OptionSpec max_epochs = make_option("max_epochs", ValueKind::Int, null_node(),
                                  "stop after this many epochs (null: 1000 unless max_steps is set; -1: no limit)");

@@ -1,5 +1,7 @@
 #include "engine/strategies/mpirun_launcher.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,7 +33,78 @@ std::string self_path(const std::string& argv0) {
   return ec ? argv0 : exe.string();
 }
 
+// What every relaunched process sees (header comment).
+void set_relaunch_environment() {
+  setenv("TANDEM_LAUNCHED_BY_TANDEM", "1", 1);
+  setenv("TANDEM_STDOUT_IS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 0);  // the ranks' stdout is mpirun's pty
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+}
+
+volatile sig_atomic_t g_child_pid = 0;
+volatile sig_atomic_t g_interrupted = 0;
+
+void pass_signal_to_child(int sig) {
+  g_interrupted = 1;
+  if (g_child_pid > 0) kill(static_cast<pid_t>(g_child_pid), sig);
+}
+
 }  // namespace
+
+std::vector<std::string> job_command(const ExecutionPlan& plan, int world_size, const std::vector<std::string>& argv) {
+  if (world_size > 1) {
+    ExecutionPlan sized = plan;
+    sized.world_size = world_size;
+    return mpirun_command(sized, argv);
+  }
+  std::vector<std::string> cmd{argv.empty() ? std::string("tandem") : self_path(argv[0])};
+  cmd.insert(cmd.end(), argv.begin() + (argv.empty() ? 0 : 1), argv.end());
+  return cmd;
+}
+
+int run_job_and_wait(const std::vector<std::string>& cmd, const std::vector<std::pair<std::string, std::string>>& extra_env,
+                     bool* interrupted) {
+  set_relaunch_environment();
+  for (const auto& [name, value] : extra_env) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> c_argv;
+  for (const auto& a : cmd) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  struct sigaction pass {}, old_int {}, old_term {};
+  pass.sa_handler = pass_signal_to_child;
+  sigemptyset(&pass.sa_mask);
+  g_interrupted = 0;
+  sigaction(SIGINT, &pass, &old_int);
+  sigaction(SIGTERM, &pass, &old_term);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    execvp(c_argv[0], c_argv.data());
+    std::fprintf(stderr, "tandem: error: cannot run %s: %s\n", c_argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (pid < 0) {
+    const int err = errno;
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw CommError("cannot start " + cmd[0] + ": fork failed: " + std::strerror(err));
+  }
+  g_child_pid = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child_pid = 0;
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  for (const auto& [name, value] : extra_env) unsetenv(name.c_str());
+  if (interrupted) *interrupted = g_interrupted != 0;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
 
 std::vector<std::string> mpirun_command(const ExecutionPlan& plan, const std::vector<std::string>& argv) {
   std::vector<std::string> cmd{mpirun_program(), "-np", std::to_string(plan.world_size)};
@@ -59,12 +132,7 @@ void relaunch_with_mpirun(const ExecutionPlan& plan, const std::vector<std::stri
   std::printf("Tandem: strategy=%s needs %d processes; relaunching as: %s\n", plan.strategy.c_str(), plan.world_size,
               shown.c_str());
   std::fflush(stdout);
-  setenv("TANDEM_LAUNCHED_BY_TANDEM", "1", 1);
-  setenv("TANDEM_STDOUT_IS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 0);  // the ranks' stdout is mpirun's pty
-  if (geteuid() == 0) {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  }
+  set_relaunch_environment();
   std::vector<char*> c_argv;
   for (const auto& a : cmd) c_argv.push_back(const_cast<char*>(a.c_str()));
   c_argv.push_back(nullptr);

@@ -11,6 +11,7 @@
 // here, so `--trainer.accelerator=cpu --trainer.devices=4` runs on a 2-core machine.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/strategies/execution_plan.h"
@@ -19,6 +20,17 @@ namespace tandem {
 
 // The command line that would run `argv` (argv[0] = this program) as the plan's job.
 std::vector<std::string> mpirun_command(const ExecutionPlan& plan, const std::vector<std::string>& argv);
+
+// The command that runs `argv` as a job of `world_size` processes on this machine:
+// mpirun_command for several, this executable itself for one.
+std::vector<std::string> job_command(const ExecutionPlan& plan, int world_size, const std::vector<std::string>& argv);
+
+// Runs `cmd` as a child process (PATH searched) with the relaunch environment (as
+// relaunch_with_mpirun sets it) plus `extra_env`, and waits for it. Returns its exit code, or
+// 128 + N when a signal N ended it. A SIGINT or SIGTERM this process receives meanwhile is passed
+// on to the child and sets *interrupted. CommError when the child cannot be started.
+int run_job_and_wait(const std::vector<std::string>& cmd, const std::vector<std::pair<std::string, std::string>>& extra_env,
+                     bool* interrupted);
 
 // Replaces this process with mpirun_command(plan, argv) (execvp) and never returns on success.
 // Throws ConfigError when the plan cannot be launched from here (several nodes need the

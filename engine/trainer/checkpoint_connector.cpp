@@ -4,7 +4,10 @@
 //   tandem_version, world_size, precision
 //   epoch, global_step            current_epoch and optimizer steps when it was written
 //   loops.fit                     batch_in_epoch, total_batch_idx, epoch_finished: where the
-//                                 fit loop stood (a mid-epoch save resumes at the next batch)
+//                                 fit loop stood (a mid-epoch save resumes at the next batch);
+//                                 after_batch_pending: saved inside on_train_batch_end (a step
+//                                 or time checkpoint), so the resumed run first does that batch's
+//                                 after-batch work (epoch scheduler step, validation when due)
 //   optimizer_class,              the classes that wrote the optimizer and scheduler state: a
 //   lr_scheduler_class            resume with another optimizer is refused, another schedule
 //                                 is followed from the saved position
@@ -42,6 +45,7 @@ nlohmann::json Trainer::dump_trainer_state() {
   s["loops"]["fit"] = {{"batch_in_epoch", progress_.batch_in_epoch},
                        {"total_batch_idx", progress_.total_batch_idx},
                        {"epoch_finished", progress_.epoch_finished},
+                       {"after_batch_pending", progress_.after_batch_pending},
                        {"num_training_batches", num_training_batches_}};
   if (optimizer_config_.optimizer) s["optimizer_class"] = optimizer_config_.optimizer->name();
   if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
@@ -69,6 +73,7 @@ nlohmann::json Trainer::dump_trainer_state() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   TANDEM_CHECK(module_ != nullptr, ValueError, "save_checkpoint(" + path + "): no model is attached; call it during fit");
+  beat("saving a checkpoint", progress_.batch_in_epoch, /*waits_for_peers=*/true);
   // Every rank has chosen its file names (ModelCheckpoint checks which exist) before rank 0
   // writes, so all ranks agree on best_model_path and friends.
   strategy_->barrier("before save_checkpoint");
@@ -202,6 +207,7 @@ void Trainer::restore_fit_state(const std::string& path) {
     progress_.epoch = finished ? epoch + 1 : epoch;
     resume_skip_batches_ = finished ? 0 : fit.at("batch_in_epoch").get<int64_t>();
     progress_.batch_in_epoch = resume_skip_batches_;
+    resume_after_batch_pending_ = !finished && fit.value("after_batch_pending", false);
 
     const nlohmann::json& g = s.at("generator");
     default_generator().seed = g.at("seed").get<uint64_t>();

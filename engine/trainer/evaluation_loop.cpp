@@ -88,6 +88,7 @@ Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& l
 
   loader.start_epoch(progress_.epoch, 0);
   for (int64_t i = 0; i < num_batches; ++i) {
+    beat(is_test ? "a test batch" : "a validation batch", i);
     std::optional<data::Batch> host_batch = loader.next();
     if (!host_batch) break;
     const data::Batch batch = strategy_->batch_to_device(*host_batch);
@@ -112,6 +113,7 @@ Trainer::Metrics Trainer::run_evaluation(RunningStage stage, data::DataLoader& l
 
   // The module's epoch-end hook may log; then the epoch's metrics are computed, so callbacks
   // (ModelCheckpoint, EarlyStopping, the progress bar) see them.
+  beat("the end of evaluation (metric reduction, checkpoints)", num_batches, /*waits_for_peers=*/true);
   logger_connector_.set_context(results, LogHook::EvaluationEpoch);
   is_test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
   const Metrics rows = logger_connector_.end_epoch(results);

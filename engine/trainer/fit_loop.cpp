@@ -112,7 +112,9 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
   module_->train();
   logger_connector_.begin_epoch(RunningStage::Train);
   const int64_t skip = std::min(resume_skip_batches_, num_training_batches_);
+  const bool resume_after_batch = resume_after_batch_pending_ && skip > 0;
   resume_skip_batches_ = 0;
+  resume_after_batch_pending_ = false;
   train_loader.start_epoch(progress_.epoch, skip);
   progress_.batch_in_epoch = skip;
   progress_.epoch_finished = false;
@@ -121,8 +123,12 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
   for_each_callback([&](Callback& cb) { cb.on_train_epoch_start(*this, *module_); });
   module_->on_train_epoch_start();
+  // Resumed from a checkpoint saved inside on_train_batch_end: that batch's after-batch work
+  // had not run yet, so it runs now, as it did in the interrupted run.
+  if (resume_after_batch) after_train_batch(skip - 1, skip == num_training_batches_, val_loader);
 
-  for (int64_t batch_idx = skip; batch_idx < num_training_batches_; ++batch_idx) {
+  for (int64_t batch_idx = skip; batch_idx < num_training_batches_ && !max_steps_reached() && !should_stop; ++batch_idx) {
+    beat("waiting for the training batch", batch_idx);
     std::optional<data::Batch> batch = train_loader.next();
     if (!batch) {  // the loader ran short of what num_batches() promised: the epoch is over
       progress_.epoch_finished = true;
@@ -130,22 +136,25 @@ void Trainer::run_train_epoch(data::DataLoader& train_loader, data::DataLoader* 
     }
     const bool is_last = batch_idx + 1 == num_training_batches_;
     const bool stepped = run_train_batch(*batch, batch_idx, is_last);
-    progress_.batch_in_epoch = batch_idx + 1;
-    progress_.total_batch_idx += 1;
-    if (is_last) progress_.epoch_finished = true;
-    if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
-    if (should_validate_after_batch(batch_idx, is_last)) {
-      run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
-      stage_ = RunningStage::Train;
-      logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
-    }
+    after_train_batch(batch_idx, is_last, val_loader);
     if (stepped) progress_.batches_that_stepped += 1;
-    if (max_steps_reached() || should_stop) break;
   }
   finish_train_epoch();
 }
 
+void Trainer::after_train_batch(int64_t batch_idx, bool is_last, data::DataLoader* val_loader) {
+  if (is_last) progress_.epoch_finished = true;
+  if (is_last) step_schedulers("epoch");  // after the last batch, before validation (Lightning)
+  progress_.after_batch_pending = false;     // a checkpoint saved by this validation resumes after it
+  if (should_validate_after_batch(batch_idx, is_last)) {
+    run_evaluation(RunningStage::Validate, *val_loader, num_val_batches_);
+    stage_ = RunningStage::Train;
+    logger_connector_.set_context(RunningStage::Train, LogHook::TrainingStep);
+  }
+}
+
 void Trainer::finish_train_epoch() {
+  beat("the end of the training epoch (metric reduction, checkpoints)", progress_.batch_in_epoch, /*waits_for_peers=*/true);
   logger_connector_.set_context(RunningStage::Train, LogHook::TrainEpoch);
   module_->on_train_epoch_end();
   const Metrics rows = logger_connector_.end_epoch(RunningStage::Train);
@@ -166,7 +175,9 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
   for_each_callback([&](Callback& cb) { cb.on_train_batch_start(*this, *module_, batch, batch_idx); });
   module_->on_train_batch_start(batch, batch_idx);
 
+  beat("before_training_step (buffer broadcast)", batch_idx, /*waits_for_peers=*/true);
   strategy_->before_training_step(*module_);
+  beat("training_step", batch_idx);
   accumulated_batches_ += 1;
   const bool will_step = accumulated_batches_ >= options_.accumulate_grad_batches || is_last;
   const Strategy::StepResult step = strategy_->execute_training_step(
@@ -188,11 +199,17 @@ bool Trainer::run_train_batch(const data::Batch& host_batch, int64_t batch_idx, 
     backward_step(loss, will_step);
   }
   if (will_step) {
+    beat("the optimizer step (gradient allreduce, clipping, update)", batch_idx, /*waits_for_peers=*/true);
     optimizer_step();
     accumulated_batches_ = 0;
     progress_.global_step += 1;
     step_schedulers("step");
   }
+  // The batch is done: a checkpoint saved from on_train_batch_end resumes after it.
+  progress_.batch_in_epoch = batch_idx + 1;
+  progress_.total_batch_idx += 1;
+  progress_.after_batch_pending = true;
+  beat("on_train_batch_end hooks (checkpoints)", batch_idx, /*waits_for_peers=*/true);
   for_each_callback([&](Callback& cb) { cb.on_train_batch_end(*this, *module_, loss, batch, batch_idx); });
   module_->on_train_batch_end(loss, batch, batch_idx);
 
@@ -222,6 +239,7 @@ void Trainer::check_loss_shape(const Tensor& loss) const {
 void Trainer::check_finite_loss(double value, int64_t batch_idx) {
   // Every rank learns that one of them diverged, so all stop here together (no rank is left
   // waiting in the gradient allreduce).
+  beat("the loss check across ranks", batch_idx, /*waits_for_peers=*/true);
   if (!strategy_->reduce_any(!std::isfinite(value))) return;
   const std::string what = std::isfinite(value) ? "a finite loss here, but another rank's loss was nan or inf"
                                                  : std::string("loss=") + (std::isnan(value) ? "nan" : "inf");
@@ -234,6 +252,7 @@ void Trainer::check_finite_loss(double value, int64_t batch_idx) {
 }
 
 void Trainer::backward_step(const Tensor& loss, bool will_step) {
+  beat("backward", progress_.batch_in_epoch);
   for_each_callback([&](Callback& cb) { cb.on_before_backward(*this, *module_, loss); });
   module_->on_before_backward(loss);
   // Accumulated gradients sum over the batches, so each loss is scaled to give their mean; the

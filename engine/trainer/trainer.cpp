@@ -1,8 +1,11 @@
 #include "engine/trainer/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
+#include "collectives/communicator.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
@@ -12,6 +15,7 @@
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
+#include "engine/trainer/job_failure.h"
 
 namespace tandem::trainer {
 
@@ -255,18 +259,22 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
                  "configure_optimizers(): scheduler frequency=" + std::to_string(optimizer_config_.frequency) + " is not valid: expected >= 1");
     progress_ = FitProgress{};
     resume_skip_batches_ = 0;
+    resume_after_batch_pending_ = false;
     should_stop = false;
     logger_connector_.clear();
     const std::string resolved = resolve_ckpt_path(ckpt_path);
     ckpt_path_ = resolved;
     if (!resolved.empty()) restore_fit_state(resolved);
     write_hparams();
+    start_step_watchdog();
     for_each_callback([&](Callback& cb) { cb.on_fit_start(*this, model); });
     model.on_fit_start();
     run_fit();
     for_each_callback([&](Callback& cb) { cb.on_fit_end(*this, model); });
     model.on_fit_end();
+    watchdog_.reset();
   } catch (const std::exception& e) {
+    watchdog_.reset();
     for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
     fitting_ = false;
     detach("fit");
@@ -275,6 +283,38 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
   fitting_ = false;
   detach("fit");
   if (is_global_zero() && world_size() > 1) std::printf("%s\n", strategy_->summary().c_str());
+}
+
+double Trainer::collective_deadline() const {
+  return options_.collective_timeout + std::chrono::duration<double>(collectives::CommOptions{}.abort_grace).count();
+}
+
+double Trainer::effective_step_timeout() const {
+  if (options_.step_timeout) return *options_.step_timeout;
+  return world_size() > 1 ? collective_deadline() : 0.0;
+}
+
+void Trainer::start_step_watchdog() {
+  const double timeout = effective_step_timeout();
+  if (timeout <= 0.0) return;
+  const int rank = global_rank(), world = world_size();
+  // A rank waiting in a collective is left to the collective timeout and its abort grace.
+  const double peer_timeout = world > 1 ? collective_deadline() : timeout;
+  watchdog_ = std::make_unique<StepWatchdog>(timeout, peer_timeout, [rank, world, timeout](const std::string& where, double waited) {
+    char seconds[64];
+    std::snprintf(seconds, sizeof seconds, "%.1f s (step_timeout=%g s)", waited, timeout);
+    const std::string message = "rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                                " made no progress for " + seconds + ": stuck in " + where +
+                                "; ending the job (raise --trainer.step_timeout if this can legitimately take so long)";
+    std::fprintf(stderr, "tandem: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    record_job_failure({rank, "StepTimeout", true, message});
+    std::_Exit(1);  // the stuck thread cannot be unwound; mpirun ends the other ranks
+  });
+}
+
+void Trainer::beat(const char* phase, int64_t batch_idx, bool waits_for_peers) {
+  if (watchdog_) watchdog_->beat(phase, waits_for_peers, progress_.epoch, batch_idx, progress_.global_step);
 }
 
 template <typename Body>

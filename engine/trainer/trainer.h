@@ -27,6 +27,7 @@
 #include "engine/trainer/cuda_graph_step.h"
 #include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
+#include "engine/trainer/step_watchdog.h"
 #include "engine/trainer/trainer_options.h"
 #include "engine/trainer/grad_scaler.h"
 #include "engine/strategies/strategy.h"
@@ -49,6 +50,10 @@ struct FitProgress {
   int64_t batch_in_epoch = 0;         // training batches finished in the current epoch
   int64_t total_batch_idx = 0;        // training batches finished in the whole run
   bool epoch_finished = false;        // the epoch's batches are all done (resume at epoch+1)
+  // The last finished batch's after-batch work (the epoch-interval scheduler step after an
+  // epoch's last batch, validation when due) has not run yet: true inside on_train_batch_end,
+  // where step- and time-interval checkpoints are saved.
+  bool after_batch_pending = false;
 };
 
 // The metrics as a two-column text table under `title` (what validate/test print, and
@@ -115,6 +120,9 @@ class Trainer {
   int64_t max_steps() const { return options_.max_steps; }
   // Batches each loop runs this epoch after limits (0 before the loop knows).
   int64_t num_training_batches() const { return num_training_batches_; }
+  // Between the batches of an accumulated step (accumulate_grad_batches > 1): gradients are
+  // partial and no checkpoint could hold them.
+  bool accumulating_gradients() const { return accumulated_batches_ > 0; }
   int64_t num_val_batches() const { return num_val_batches_; }
   int64_t num_test_batches() const { return num_test_batches_; }
   int64_t num_predict_batches() const { return num_predict_batches_; }
@@ -174,6 +182,17 @@ class Trainer {
   template <typename Fn> void for_each_callback(Fn&& fn) {
     for (const auto& cb : callbacks_) fn(*cb);
   }
+  // The step watchdog of fit (step_watchdog.h): step_timeout; unset, collective_deadline()
+  // with several processes (a backstop behind the collective timeout) and off in one; 0 is off.
+  double effective_step_timeout() const;
+  // collective_timeout plus the communicators' abort grace: when a job whose collective timed
+  // out has surely ended.
+  double collective_deadline() const;
+  void start_step_watchdog();
+  // Progress for the watchdog: this rank enters `phase` (a string literal) at batch_idx;
+  // waits_for_peers: the phase blocks in collectives (the watchdog then allows
+  // collective_timeout plus the abort grace).
+  void beat(const char* phase, int64_t batch_idx, bool waits_for_peers = false);
   // fit_loop.cpp
   void run_fit();
   void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
@@ -185,6 +204,9 @@ class Trainer {
   void optimizer_step();
   void step_schedulers(const std::string& interval);
   bool should_validate_after_batch(int64_t batch_idx, bool is_last_batch) const;
+  // What follows a batch's on_train_batch_end: the epoch-interval scheduler step after the last
+  // batch, then validation when due.
+  void after_train_batch(int64_t batch_idx, bool is_last_batch, data::DataLoader* val_loader);
   bool max_steps_reached() const;
   bool done_fitting() const;
   void finish_train_epoch();
@@ -220,10 +242,12 @@ class Trainer {
   FitProgress progress_;
   std::string ckpt_path_;
   int64_t resume_skip_batches_ = 0;  // batches of the resumed epoch already done before saving
+  bool resume_after_batch_pending_ = false;  // the checkpoint was saved inside on_train_batch_end
   int64_t num_training_batches_ = 0, num_val_batches_ = 0, num_test_batches_ = 0;
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
   int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
   int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
+  std::unique_ptr<StepWatchdog> watchdog_;  // during fit, when a step timeout applies
 };
 
 }  // namespace tandem::trainer

@@ -96,6 +96,19 @@ void validate_trainer_options(const TrainerOptions& o) {
                ConfigError, invalid("process_group_backend", o.process_group_backend) + "expected auto, mpi, nccl or local");
   TANDEM_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout > 0.0, ConfigError,
                invalid("collective_timeout", std::to_string(o.collective_timeout)) + "expected a number of seconds > 0 (default 600)");
+  if (o.step_timeout) {
+    TANDEM_CHECK(std::isfinite(*o.step_timeout) && *o.step_timeout >= 0.0, ConfigError,
+                 invalid("step_timeout", std::to_string(*o.step_timeout)) +
+                     "expected a number of seconds > 0, 0 (off), or null (collective_timeout with several processes)");
+  }
+  TANDEM_CHECK(o.max_restarts >= 0, ConfigError,
+               invalid("max_restarts", std::to_string(o.max_restarts)) + "expected a number of restarts >= 0");
+  if (o.min_processes) {
+    TANDEM_CHECK(*o.min_processes >= 1, ConfigError,
+                 invalid("min_processes", std::to_string(*o.min_processes)) + "expected a number of processes >= 1, or null");
+  }
+  TANDEM_CHECK(o.elastic_batch == "per_rank" || o.elastic_batch == "global", ConfigError,
+               invalid("elastic_batch", o.elastic_batch) + "expected per_rank or global");
   if (o.gradient_clip_val) {
     TANDEM_CHECK(std::isfinite(*o.gradient_clip_val) && *o.gradient_clip_val >= 0.0, ConfigError,
                  invalid("gradient_clip_val", std::to_string(*o.gradient_clip_val)) + "expected a finite number >= 0, or null for no clipping");
@@ -191,6 +204,16 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
     TANDEM_CHECK(!s.empty() && *end == '\0', ConfigError, "--trainer.collective_timeout=" + s + " is not valid: expected a number of seconds");
     o.collective_timeout = v;
   }
+  if (!is_null("step_timeout")) {
+    const std::string s = scalar("step_timeout");
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    TANDEM_CHECK(!s.empty() && *end == '\0', ConfigError, "--trainer.step_timeout=" + s + " is not valid: expected a number of seconds");
+    o.step_timeout = v;
+  }
+  o.max_restarts = as_int("max_restarts");
+  if (!is_null("min_processes")) o.min_processes = as_int("min_processes");
+  o.elastic_batch = scalar("elastic_batch");
   validate_trainer_options(o);
   return o;
 }

@@ -59,6 +59,17 @@ struct TrainerOptions : HardwareOptions {
   // after); Tandem duplicates the communicator, frees only its duplicate, and never relaunches.
   // Every rank of it constructs the Trainer together. Not a command-line option.
   std::optional<collectives::HostComm> communicator;
+  // Seconds a rank may go without progress (a phase of a training step, an evaluation batch, a
+  // checkpoint) before its watchdog ends the job, naming the phase it is stuck in
+  // (step_watchdog.h). Unset: collective_timeout plus the 10 s abort grace when the job has
+  // several processes (a backstop: the collective timeout names a late rank first), off in one.
+  // 0: off.
+  std::optional<double> step_timeout;
+
+  // ---- restarts (the `tandem fit` process that launches the job; docs/ELASTIC.md) ----
+  int64_t max_restarts = 0;                  // relaunches after a lost rank or a timeout
+  std::optional<int64_t> min_processes;      // elastic: a restart may run at fewer processes, not below this
+  std::string elastic_batch = "per_rank";    // at fewer processes keep "per_rank" or "global" batch
 
   // ---- loops ----
   // Unset: 1000 when max_steps is -1, else no epoch limit (Lightning). -1: no limit.

@@ -68,7 +68,7 @@ TEST(CallbackConfig, BuildsEachClassWithItsOptions) {
   EXPECT_EQ(mc->options().mode, "max");
   EXPECT_EQ(mc->options().save_top_k, 2);
   EXPECT_TRUE(mc->options().save_last);
-  EXPECT_EQ(mc->options().every_n_epochs, 3);
+  EXPECT_EQ(mc->options().every_n_epochs.value_or(-1), 3);
   EXPECT_EQ(mc->options().filename, "{epoch}-{val_acc:.3f}");
   EXPECT_TRUE(mc->options().dirpath.empty());
   EXPECT_FALSE(mc->options().save_on_train_epoch_end.has_value());

@@ -13,6 +13,7 @@
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
+#include "engine/trainer/checkpoint.h"
 #include "tests/accelerators/expect_error.h"
 #include "trainer_test_util.h"
 
@@ -111,6 +112,93 @@ TEST(ModelCheckpointTest, FilenameTemplates) {
   mo.auto_insert_metric_name = false;
   EXPECT_EQ(ModelCheckpoint(mo).format_checkpoint_name(2, 9, {}), "2_9");
   EXPECT_EQ(ModelCheckpoint().format_checkpoint_name(0, 8, {}), "epoch=0-step=8");
+}
+
+// Lightning's every_n_train_steps: after every n-th optimizer step, and then no epoch-end saves
+// (every_n_epochs left unset resolves to 0); with accumulation only at step boundaries.
+TEST(ModelCheckpointTest, EveryNTrainStepsSavesAfterThoseSteps) {
+  TempDir dir;
+  ModelCheckpointOptions mo;
+  mo.dirpath = dir.path + "/c";
+  mo.save_top_k = -1;
+  mo.every_n_train_steps = 3;
+  TrainerOptions o = quiet_options(dir.path);
+  o.enable_checkpointing = true;
+  o.max_epochs = 2;  // 8 batches (steps) per epoch
+  o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+  Trainer trainer(o);
+  TinyClassifier model;
+  SyntheticDataModule dm;
+  trainer.fit(model, dm);
+  EXPECT_EQ(files_in(dir.path + "/c"),
+            (std::set<std::string>{"epoch=0-step=3.safetensors", "epoch=0-step=6.safetensors", "epoch=1-step=9.safetensors",
+                                   "epoch=1-step=12.safetensors", "epoch=1-step=15.safetensors"}));
+  EXPECT_EQ(load_checkpoint(dir.path + "/c/epoch=1-step=9.safetensors").trainer_state["loops"]["fit"]["batch_in_epoch"], 1);
+
+  TempDir acc_dir;
+  mo.dirpath = acc_dir.path + "/c";
+  mo.every_n_train_steps = 1;
+  TrainerOptions acc = quiet_options(acc_dir.path);
+  acc.enable_checkpointing = true;
+  acc.max_epochs = 1;
+  acc.accumulate_grad_batches = 3;  // steps after batches 3, 6 and 8 (the epoch's last)
+  acc.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+  Trainer acc_trainer(acc);
+  TinyClassifier acc_model;
+  acc_trainer.fit(acc_model, dm);
+  EXPECT_EQ(files_in(acc_dir.path + "/c"), (std::set<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors",
+                                                                  "epoch=0-step=3.safetensors"}));
+  const nlohmann::json fit = load_checkpoint(acc_dir.path + "/c/epoch=0-step=2.safetensors").trainer_state["loops"]["fit"];
+  EXPECT_EQ(fit["batch_in_epoch"], 6);
+  EXPECT_EQ(fit["after_batch_pending"], true);
+  EXPECT_EQ(fit["epoch_finished"], false);
+}
+
+// train_time_interval: a save after the first step that ends that long after the previous one.
+// An interval shorter than any step saves after every step; one longer than the run never.
+TEST(ModelCheckpointTest, TrainTimeIntervalSavesWhenTheIntervalHasPassed) {
+  for (const double interval : {1e-9, 1e6}) {
+    TempDir dir;
+    ModelCheckpointOptions mo;
+    mo.dirpath = dir.path + "/c";
+    mo.save_top_k = -1;
+    mo.train_time_interval = interval;
+    TrainerOptions o = quiet_options(dir.path);
+    o.enable_checkpointing = true;
+    o.max_epochs = 1;
+    o.limit_train_batches = 3;
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+    Trainer trainer(o);
+    TinyClassifier model;
+    SyntheticDataModule dm;
+    trainer.fit(model, dm);
+    const std::set<std::string> expected =
+        interval < 1 ? std::set<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors",
+                                             "epoch=0-step=3.safetensors"}
+                     : std::set<std::string>{};
+    const std::set<std::string> saved = std::filesystem::exists(dir.path + "/c") ? files_in(dir.path + "/c") : std::set<std::string>{};
+    EXPECT_EQ(saved, expected) << "train_time_interval=" << interval;
+  }
+}
+
+TEST(ModelCheckpointTest, SaveTriggersAreMutuallyExclusiveAndChecked) {
+  ModelCheckpointOptions both;
+  both.every_n_train_steps = 5;
+  both.every_n_epochs = 1;
+  expect_error<ConfigError>([&] { ModelCheckpoint check(both); }, {"mutually exclusive"});
+  ModelCheckpointOptions steps_and_time;
+  steps_and_time.every_n_train_steps = 5;
+  steps_and_time.train_time_interval = 60;
+  expect_error<ConfigError>([&] { ModelCheckpoint check(steps_and_time); }, {"set only one of them"});
+  ModelCheckpointOptions negative;
+  negative.every_n_train_steps = -1;
+  expect_error<ConfigError>([&] { ModelCheckpoint check(negative); }, {"every_n_train_steps=-1) is not valid"});
+  ModelCheckpointOptions zero_time;
+  zero_time.train_time_interval = 0.0;
+  expect_error<ConfigError>([&] { ModelCheckpoint check(zero_time); }, {"expected a number of seconds > 0"});
+  ModelCheckpointOptions steps_only;
+  steps_only.every_n_train_steps = 4;
+  EXPECT_EQ(ModelCheckpoint(steps_only).state_key(), "ModelCheckpoint{monitor=,mode=min,every_n_epochs=0,every_n_train_steps=4}");
 }
 
 TEST(ModelCheckpointTest, EveryNEpochsSavesOnlyThoseEpochs) {

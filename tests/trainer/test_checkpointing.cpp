@@ -118,6 +118,43 @@ TEST(TrainerCheckpointing, ResumeMidEpochIsBitIdentical) {
   expect_bit_identical(full, flat_weights(resumed));
 }
 
+// Checkpoints saved by every_n_train_steps (inside on_train_batch_end) resume exactly: one at
+// an epoch's last batch (step 8: the epoch-interval StepLR step and the epoch's validation had
+// not run yet when it was saved) and one mid-epoch (step 12).
+TEST(TrainerCheckpointing, ResumeFromStepCheckpointsIsBitIdentical) {
+  TempDir dir;
+  const std::vector<float> full = uninterrupted(dir.path);
+  auto step_options = [&](const std::string& dirpath) {
+    TrainerOptions o = quiet_options(dir.path);
+    o.enable_checkpointing = true;
+    ModelCheckpointOptions mo;
+    mo.dirpath = dirpath;
+    mo.save_top_k = -1;
+    mo.every_n_train_steps = 4;
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mo)};
+    o.max_epochs = 4;
+    return o;
+  };
+  SyntheticDataModule dm;
+  manual_seed(42);
+  {
+    TinyClassifier model;
+    Trainer trainer(step_options(dir.path + "/steps"));
+    trainer.fit(model, dm);
+    expect_bit_identical(full, flat_weights(model));  // saving does not change training
+  }
+  for (const auto& [name, steps_done] : {std::pair<std::string, int>{"epoch=0-step=8", 8}, {"epoch=1-step=12", 12}}) {
+    SCOPED_TRACE(name);
+    manual_seed(7);
+    TinyClassifier resumed;
+    Trainer trainer(step_options(dir.path + "/resumed_" + name));
+    trainer.fit(resumed, dm, dir.path + "/steps/" + name + ".safetensors");
+    EXPECT_EQ(resumed.count["training_step"], 32 - steps_done);
+    EXPECT_EQ(trainer.lr_scheduler()->last_epoch(), 4);
+    expect_bit_identical(full, flat_weights(resumed));
+  }
+}
+
 TEST(TrainerCheckpointing, TrainerStateHoldsWhatResumeNeeds) {
   TempDir dir;
   manual_seed(5);
@@ -141,6 +178,7 @@ TEST(TrainerCheckpointing, TrainerStateHoldsWhatResumeNeeds) {
   EXPECT_EQ(s["hparams"]["lr"], 0.05);
   EXPECT_EQ(s["datamodule_hparams"]["batch_size"], 8);
   EXPECT_TRUE(s["callbacks"].contains("ModelCheckpoint{monitor=,mode=min,every_n_epochs=1}")) << s["callbacks"].dump();
+  EXPECT_EQ(s["loops"]["fit"]["after_batch_pending"], false);
   EXPECT_TRUE(s["callbacks"].contains("EarlyStopping{monitor=val_loss,mode=min}")) << s["callbacks"].dump();
   ASSERT_TRUE(ckpt.optimizer.has_value());
   EXPECT_TRUE(ckpt.optimizer->state.contains("0.exp_avg"));

@@ -22,6 +22,10 @@ void expect_invalid(const std::function<void(TrainerOptions&)>& change, std::ini
 TEST(TrainerOptionsTest, InvalidValuesAreConfigErrors) {
   expect_invalid([](auto& o) { o.max_epochs = -2; }, {"max_epochs=-2", "-1 (no limit)"});
   expect_invalid([](auto& o) { o.max_steps = -5; }, {"max_steps=-5", ">= 0"});
+  expect_invalid([](auto& o) { o.step_timeout = -1.0; }, {"step_timeout=-1", "0 (off)"});
+  expect_invalid([](auto& o) { o.max_restarts = -2; }, {"max_restarts=-2", ">= 0"});
+  expect_invalid([](auto& o) { o.min_processes = 0; }, {"min_processes=0", ">= 1"});
+  expect_invalid([](auto& o) { o.elastic_batch = "both"; }, {"elastic_batch=both", "per_rank or global"});
   expect_invalid([](auto& o) { o.limit_train_batches = 1.5; }, {"limit_train_batches=1.5", "[0.0, 1.0]"});
   expect_invalid([](auto& o) { o.limit_val_batches = -1; }, {"limit_val_batches=-1", ">= 0"});
   expect_invalid([](auto& o) { o.val_check_interval = 1.5; }, {"val_check_interval=1.5", "(0.0, 1.0]"});

@@ -31,6 +31,18 @@ OptionSpec int_at_least(std::string name, int64_t default_value, double min, std
   return o;
 }
 
+OptionSpec nullable_int_at_least(std::string name, double min, std::string help) {
+  OptionSpec o = nullable_option(std::move(name), ValueKind::Int, std::move(help));
+  o.validate = [min](const YAML::Node& v, const std::string& key) { require_range(v, key, min, kInf); };
+  return o;
+}
+
+OptionSpec nullable_positive_float(std::string name, std::string help) {
+  OptionSpec o = nullable_option(std::move(name), ValueKind::Float, std::move(help));
+  o.validate = [](const YAML::Node& v, const std::string& key) { require_range(v, key, 0, kInf, /*lo_open=*/true); };
+  return o;
+}
+
 OptionSpec mode_option(const std::string& what) {
   OptionSpec o = make_option("mode", ValueKind::String, YAML::Node("min"), "min: lower " + what + " is better; max: higher");
   o.choices = {"min", "max"};
@@ -46,7 +58,9 @@ ClassSpec model_checkpoint_class() {
            mode_option("monitor"),
            int_at_least("save_top_k", 1, -1, "checkpoints to keep (-1: all, 0: none)"),
            make_option("save_last", ValueKind::Bool, YAML::Node(false), "also write last.safetensors"),
-           int_at_least("every_n_epochs", 1, 0, "save every n epochs (0: never)"),
+           nullable_int_at_least("every_n_epochs", 0, "save every n epochs (0: never; null: 1 unless a step or time trigger is set)"),
+           int_at_least("every_n_train_steps", 0, 0, "save after every n optimizer steps (0: not by steps)"),
+           nullable_positive_float("train_time_interval", "save after the first step this many seconds after the last save (null: not by time)"),
            make_option("auto_insert_metric_name", ValueKind::Bool, YAML::Node(true), "write 'name=' before each value"),
            nullable_option("save_on_train_epoch_end", ValueKind::Bool,
                            "true: save at train epoch end; false: after validation (null: Lightning's rule)")}};
@@ -136,7 +150,9 @@ std::shared_ptr<Callback> make_callback(const YAML::Node& c) {
     o.mode = lower_case(c["mode"].Scalar());
     o.save_top_k = c["save_top_k"].as<int64_t>();
     o.save_last = c["save_last"].as<bool>();
-    o.every_n_epochs = c["every_n_epochs"].as<int64_t>();
+    if (!is_null(c["every_n_epochs"])) o.every_n_epochs = c["every_n_epochs"].as<int64_t>();
+    o.every_n_train_steps = c["every_n_train_steps"].as<int64_t>();
+    o.train_time_interval = optional_double(c["train_time_interval"]);
     o.auto_insert_metric_name = c["auto_insert_metric_name"].as<bool>();
     o.save_on_train_epoch_end = optional_bool(c["save_on_train_epoch_end"]);
     return std::make_shared<ModelCheckpoint>(o);

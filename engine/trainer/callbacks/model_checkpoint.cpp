@@ -46,8 +46,22 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
                "ModelCheckpoint(mode='" + options_.mode + "') is not valid: expected 'min' or 'max'");
   TANDEM_CHECK(options_.save_top_k >= -1, ConfigError,
                "ModelCheckpoint(save_top_k=" + std::to_string(options_.save_top_k) + ") is not valid: expected -1 (all), 0 or a count");
-  TANDEM_CHECK(options_.every_n_epochs >= 0, ConfigError,
-               "ModelCheckpoint(every_n_epochs=" + std::to_string(options_.every_n_epochs) + ") is not valid: expected >= 0 (0: never)");
+  const bool by_time = options_.train_time_interval.has_value();
+  every_n_epochs_ = options_.every_n_epochs.value_or(options_.every_n_train_steps > 0 || by_time ? 0 : 1);
+  TANDEM_CHECK(every_n_epochs_ >= 0, ConfigError,
+               "ModelCheckpoint(every_n_epochs=" + std::to_string(every_n_epochs_) + ") is not valid: expected >= 0 (0: never)");
+  TANDEM_CHECK(options_.every_n_train_steps >= 0, ConfigError,
+               "ModelCheckpoint(every_n_train_steps=" + std::to_string(options_.every_n_train_steps) +
+                   ") is not valid: expected >= 0 (0: not by steps)");
+  TANDEM_CHECK(!by_time || (std::isfinite(*options_.train_time_interval) && *options_.train_time_interval > 0), ConfigError,
+               "ModelCheckpoint(train_time_interval=" + (by_time ? shortest(*options_.train_time_interval) : "") +
+                   ") is not valid: expected a number of seconds > 0, or null");
+  const int triggers = int(every_n_epochs_ >= 1) + int(options_.every_n_train_steps >= 1) + int(by_time);
+  TANDEM_CHECK(triggers <= 1, ConfigError,
+               "ModelCheckpoint(every_n_train_steps=" + std::to_string(options_.every_n_train_steps) +
+                   ", every_n_epochs=" + std::to_string(every_n_epochs_) + ", train_time_interval=" +
+                   (by_time ? shortest(*options_.train_time_interval) : "null") +
+                   "): these triggers are mutually exclusive (Lightning's rule); set only one of them");
   TANDEM_CHECK(!options_.monitor.empty() || options_.save_top_k <= 1, ConfigError,
                "ModelCheckpoint(save_top_k=" + std::to_string(options_.save_top_k) + ") needs a monitor to rank checkpoints by; "
                "set monitor (e.g. \"val_loss\"), or save_top_k=-1 to keep every checkpoint");
@@ -55,8 +69,11 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
 }
 
 std::string ModelCheckpoint::state_key() const {
-  return "ModelCheckpoint{monitor=" + options_.monitor + ",mode=" + options_.mode +
-         ",every_n_epochs=" + std::to_string(options_.every_n_epochs) + "}";
+  std::string key = "ModelCheckpoint{monitor=" + options_.monitor + ",mode=" + options_.mode +
+                    ",every_n_epochs=" + std::to_string(every_n_epochs_);
+  if (options_.every_n_train_steps > 0) key += ",every_n_train_steps=" + std::to_string(options_.every_n_train_steps);
+  if (options_.train_time_interval) key += ",train_time_interval=" + shortest(*options_.train_time_interval);
+  return key + "}";
 }
 
 nlohmann::json ModelCheckpoint::state_dict() const {
@@ -102,15 +119,34 @@ bool ModelCheckpoint::saves_on_train_epoch_end(Trainer& trainer) const {
   return !o.val_check_interval.is_count() && o.val_check_interval.fraction() == 1.0;
 }
 
+bool ModelCheckpoint::epoch_due(const Trainer& trainer) const {
+  return every_n_epochs_ >= 1 && (trainer.current_epoch() + 1) % every_n_epochs_ == 0;
+}
+
+void ModelCheckpoint::on_train_start(Trainer&, LightningModule&) { last_time_checked_ = std::chrono::steady_clock::now(); }
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule&, const Tensor&, const data::Batch&, int64_t) {
+  if (should_skip(trainer) || trainer.accumulating_gradients()) return;
+  const bool steps_due = options_.every_n_train_steps >= 1 && trainer.global_step() % options_.every_n_train_steps == 0;
+  bool time_due = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (options_.train_time_interval) {
+    time_due = std::chrono::duration<double>(now - last_time_checked_).count() >= *options_.train_time_interval;
+    // The ranks' clocks differ; all of them must take part in the save (its barriers).
+    time_due = trainer.strategy().broadcast_from_zero(time_due ? 1 : 0) != 0;
+  }
+  if (!steps_due && !time_due) return;
+  if (time_due) last_time_checked_ = now;
+  save(trainer);
+}
+
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
-  if (should_skip(trainer) || !saves_on_train_epoch_end(trainer)) return;
-  if (options_.every_n_epochs < 1 || (trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
+  if (should_skip(trainer) || !saves_on_train_epoch_end(trainer) || !epoch_due(trainer)) return;
   save(trainer);
 }
 
 void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningModule&) {
-  if (should_skip(trainer) || saves_on_train_epoch_end(trainer)) return;
-  if (options_.every_n_epochs < 1 || (trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
+  if (should_skip(trainer) || saves_on_train_epoch_end(trainer) || !epoch_due(trainer)) return;
   save(trainer);
 }
 
