@@ -23,6 +23,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,9 +33,17 @@
 
 namespace tandem {
 
+// Starts averaging one flat bucket across the ranks, in place (the result replaces the
+// bucket's values once the returned Work completes). Every rank calls it for the same buckets
+// in the same order.
+using BucketAverager = std::function<collectives::WorkHandle(collectives::Communicator& comm, const Tensor& bucket)>;
+
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25ll << 20;
   int64_t first_bucket_cap_bytes = 1ll << 20;
+  // How a bucket is averaged; empty: allreduce(avg). Bagua's algorithms put theirs here
+  // (hierarchical, compressed).
+  BucketAverager average_bucket;
 };
 
 // Where each bucket sits, for tests and logs.

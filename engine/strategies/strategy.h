@@ -192,9 +192,11 @@ struct StrategyChoice {
 
 // Resolves `strategy=...` (case-insensitive). "auto": num_nodes > 1 -> ddp; one device ->
 // single_device; more -> ddp. Validates num_nodes (> 0) and the strategy against the context.
-// Throws ConfigError for unknown names (listing registered ones) and invalid combinations.
+// Throws ConfigError for unknown names (listing registered ones), options the strategy does not
+// take (naming those it does) and invalid combinations.
 StrategyChoice select_strategy(const std::string& requested, const StrategyContext& context,
-                               const StrategyRegistry& registry = strategy_registry());
+                               const StrategyRegistry& registry = strategy_registry(),
+                               const InitParams& options = {});
 
 // Throws ConfigError unless num_nodes is a positive integer.
 void validate_num_nodes(int num_nodes);

@@ -1,0 +1,71 @@
+// The built-in bagua algorithms (registered in builtin_algorithms.cpp; docs/STRATEGIES.md says
+// what each sends).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/strategies/bagua/bagua_algorithm.h"
+
+namespace tandem::bagua {
+
+// Options of the algorithms that average gradient buckets.
+struct GradientOptions {
+  bool hierarchical = false;
+  int ranks_per_node = 0;  // 0: the communicator's local size (the ranks the launcher put on a node)
+};
+GradientOptions parse_gradient_options(const InitParams& params);
+
+// gradient_allreduce: ddp's allreduce(avg) of each bucket; hierarchical: exact averages inside
+// each node, across node roots, then back inside (point_to_point.h).
+class GradientAllreduce : public BaguaAlgorithm {
+ public:
+  explicit GradientAllreduce(const InitParams& params);
+  std::string name() const override { return "gradient_allreduce"; }
+  void validate(int world_size) const override;
+  BucketAverager bucket_averager(const collectives::Communicator& comm) const override;
+  std::string describe() const override;
+
+ private:
+  GradientOptions options_;
+};
+
+// bytegrad: each bucket averaged by compressed_group_average (8-bit chunks both ways); with
+// hierarchical, exactly inside each node and compressed across node roots. Needs 2+ ranks.
+class ByteGrad : public BaguaAlgorithm {
+ public:
+  explicit ByteGrad(const InitParams& params);
+  std::string name() const override { return "bytegrad"; }
+  void validate(int world_size) const override;
+  BucketAverager bucket_averager(const collectives::Communicator& comm) const override;
+  std::string describe() const override;
+
+ private:
+  GradientOptions options_;
+};
+
+// The peer of `rank` in exchange number `round` of shift_one (-1: it sits this round out).
+// Round-robin ("circle method") pairing over m seats, m = the world size rounded up to even:
+// round t pairs seat m-1 with seat t mod (m-1) and every other seat a with (2t - a) mod (m-1).
+// The pairing is symmetric (my peer's peer is me, so the exchanges never deadlock) and every
+// m-1 rounds each rank meets every other once. With an odd world size the rank paired with
+// the extra seat keeps its weights that round.
+int shift_one_peer(int rank, int world_size, int64_t round);
+
+// decentralized: gradients stay local; every communication_interval optimizer steps the
+// weights are averaged, with all ranks (allreduce) or with one peer (shift_one_peer).
+class Decentralized : public BaguaAlgorithm {
+ public:
+  explicit Decentralized(const InitParams& params);
+  std::string name() const override { return "decentralized"; }
+  bool averages_gradients() const override { return false; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  std::string describe() const override;
+
+ private:
+  bool shift_one_ = false;
+  int64_t interval_ = 1;
+};
+
+}  // namespace tandem::bagua

@@ -1,0 +1,229 @@
+// bagua under mpirun -np 1..4, against hand-derived or exactly computed references:
+//   - hierarchical_average with nodes of every size that divides the world: the exact mean, the
+//     same bits on every rank;
+//   - compressed_group_average (bytegrad's exchange): within the bound compressed_average.h
+//     states of the exact mean, the same bits on every rank, for tensors shorter than the group
+//     and with odd chunks;
+//   - decentralized: shift_one with weights = rank gives (rank + peer) / 2, all gives the mean,
+//     communication_interval skips steps;
+//   - through the Trainer: gradient_allreduce equals ddp bit for bit, hierarchical within 1e-5,
+//     bytegrad close to ddp with identical replicas, decentralized all with identical replicas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "engine/strategies/bagua/algorithms.h"
+#include "engine/strategies/bagua/compressed_average.h"
+#include "engine/strategies/bagua/point_to_point.h"
+#include "mpi_test_world.h"
+#include "trainer_test_util.h"
+
+namespace tandem::bagua {
+namespace {
+
+using collectives::ReduceOp;
+using collectives::mpitest::g_world;
+
+// True when every rank holds exactly the same values.
+bool same_on_every_rank(const Tensor& t) {
+  Tensor lo = t.to(DType::Float64).contiguous().clone(), hi = lo.clone();
+  g_world->allreduce(lo, ReduceOp::Min);
+  g_world->allreduce(hi, ReduceOp::Max);
+  return lo.to_vector<double>() == hi.to_vector<double>();
+}
+
+std::vector<float> rank_values(int rank, int64_t n, float spread) {
+  std::mt19937 gen(1000u + unsigned(rank));
+  std::normal_distribution<float> normal(0.1f * float(rank), spread);
+  std::vector<float> v(size_t(n));
+  for (auto& x : v) x = normal(gen);
+  return v;
+}
+
+TEST(BaguaHierarchical, ExactMeanOverNodesOfEveryDivisor) {
+  const int w = g_world->size();
+  for (int ranks_per_node = 1; ranks_per_node <= w; ++ranks_per_node) {
+    if (w % ranks_per_node != 0) continue;
+    const int64_t n = 37;
+    Tensor t = collectives::mpitest::contribution_tensor(g_world->rank(), n, DType::Float32, ReduceOp::Avg);
+    hierarchical_average(*g_world, t, ranks_per_node, exact_group_average);
+    const auto got = t.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (int r = 0; r < w; ++r) sum += collectives::mpitest::contribution(r, i, ReduceOp::Avg, false);
+      EXPECT_NEAR(got[size_t(i)], sum / w, 1e-6) << "ranks_per_node=" << ranks_per_node << " i=" << i;
+    }
+    EXPECT_TRUE(same_on_every_rank(t)) << "ranks_per_node=" << ranks_per_node;
+  }
+  if (w == 4) EXPECT_THROW(check_node_grouping(4, 3), ConfigError);
+}
+
+TEST(BaguaByteGrad, CompressedMeanWithinTheStatedBound) {
+  const int w = g_world->size();
+  std::vector<int> everyone;
+  for (int r = 0; r < w; ++r) everyone.push_back(r);
+  for (int64_t n : {int64_t(1), int64_t(3), int64_t(1001), int64_t(5000)}) {
+    for (int64_t block : {int64_t(7), int64_t(1024)}) {
+      Tensor t = Tensor::from_vector(rank_values(g_world->rank(), n, 2.0f), {n});
+      compressed_group_average(*g_world, t, everyone, block);
+      EXPECT_TRUE(same_on_every_rank(t)) << "n=" << n;
+      // Every rank knows every rank's values (seeded by rank), so it computes the exact mean
+      // and the bound for the chunk layout of compressed_average.h.
+      std::vector<std::vector<float>> all;
+      for (int r = 0; r < w; ++r) all.push_back(rank_values(r, n, 2.0f));
+      std::vector<double> mean(size_t(n), 0.0);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int r = 0; r < w; ++r) mean[size_t(i)] += all[size_t(r)][size_t(i)];
+        mean[size_t(i)] /= w;
+      }
+      const auto got = t.to_vector<float>();
+      for (int owner = 0; owner < w; ++owner) {
+        const int64_t first = collectives::chunk_offset(n, w, owner), count = collectives::chunk_count(n, w, owner);
+        for (int64_t b = 0; b < count; b += block) {
+          const int64_t len = std::min(block, count - b);
+          auto range = [&](auto value_at) {
+            double lo = 1e30, hi = -1e30;
+            for (int64_t i = first + b; i < first + b + len; ++i) lo = std::min(lo, value_at(i)), hi = std::max(hi, value_at(i));
+            return hi - lo;
+          };
+          double first_stage = 0;
+          for (int r = 0; r < w; ++r) {
+            if (r != owner) first_stage += range([&](int64_t i) { return double(all[size_t(r)][size_t(i)]); }) / 510.0;
+          }
+          first_stage /= w;
+          // The mean that was recompressed is within first_stage of the exact one, so its range is
+          // at most the exact range + 2 x first_stage.
+          const double second_stage = (range([&](int64_t i) { return mean[size_t(i)]; }) + 2 * first_stage) / 510.0;
+          const double tolerance = first_stage + second_stage + 1e-5;
+          for (int64_t i = first + b; i < first + b + len; ++i) {
+            ASSERT_LE(std::fabs(got[size_t(i)] - mean[size_t(i)]), tolerance) << "n=" << n << " block=" << block << " i=" << i;
+          }
+        }
+      }
+      if (w > 1 && n == 5000) {
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(got[size_t(i)] - mean[size_t(i)]));
+        EXPECT_GT(worst, 0.0) << "a compressed exchange should not be exact on normal data";
+      }
+    }
+  }
+}
+
+TEST(BaguaByteGrad, NonFiniteGradientsStayNonFinite) {
+  const int w = g_world->size();
+  if (w < 2) GTEST_SKIP() << "bytegrad needs 2 ranks";
+  std::vector<int> everyone;
+  for (int r = 0; r < w; ++r) everyone.push_back(r);
+  std::vector<float> v(64, 1.0f);
+  if (g_world->rank() == 1) v[5] = std::numeric_limits<float>::infinity();
+  Tensor t = Tensor::from_vector(v, {64});
+  compressed_group_average(*g_world, t, everyone, 16);
+  const auto got = t.to_vector<float>();
+  EXPECT_TRUE(std::isnan(got[5]));
+  EXPECT_EQ(got[63], 1.0f);
+}
+
+std::vector<Tensor> rank_weights(double value) {
+  return {Tensor::full({2, 3}, value), Tensor::full({4}, value)};
+}
+
+TEST(BaguaDecentralized, ShiftOneAveragesWithTheRoundsPeerAndAllWithEveryone) {
+  const int w = g_world->size(), rank = g_world->rank();
+  Decentralized shift_one({{"peer_selection_mode", "shift_one"}, {"communication_interval", "2"}});
+  std::vector<Tensor> params = rank_weights(rank);
+  shift_one.after_optimizer_step(*g_world, params, 1);  // not an exchange step
+  EXPECT_EQ(params[1].to_vector<float>()[0], float(rank));
+  shift_one.after_optimizer_step(*g_world, params, 2);  // exchange number 0
+  const int peer = shift_one_peer(rank, w, 0);
+  const float expected = peer < 0 ? float(rank) : float(rank + peer) / 2;
+  for (const Tensor& p : params) {
+    for (float x : p.to_vector<float>()) EXPECT_EQ(x, expected) << "rank " << rank << " peer " << peer;
+  }
+  // The next exchange (step 4) meets another peer: weights = rank again for a clean check.
+  params = rank_weights(rank);
+  shift_one.after_optimizer_step(*g_world, params, 4);
+  const int next = shift_one_peer(rank, w, 1);
+  if (w > 2) EXPECT_NE(next, peer);
+  EXPECT_EQ(params[0].to_vector<float>()[0], next < 0 ? float(rank) : float(rank + next) / 2);
+
+  Decentralized all({{"peer_selection_mode", "all"}, {"communication_interval", "1"}});
+  params = rank_weights(rank);
+  all.after_optimizer_step(*g_world, params, 1);
+  EXPECT_FLOAT_EQ(params[0].to_vector<float>()[5], float(w - 1) / 2);
+}
+
+// ---- through the Trainer ----
+
+using trainer::TrainerOptions;
+using trainer::testing::SyntheticDataModule;
+using trainer::testing::TinyClassifier;
+
+std::vector<float> fit_weights(const std::string& strategy, const InitParams& options, int epochs = 2) {
+  Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
+  g_world->broadcast(pid, 0);
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("tandem_bagua_" + std::to_string(int64_t(pid.item())))).string();
+  SyntheticDataModule dm(40, 16, 4);
+  manual_seed(42);
+  TinyClassifier model(0.05, 0.0);
+  TrainerOptions o = trainer::testing::quiet_options(dir);
+  o.strategy = strategy;
+  o.strategy_options = options;
+  o.devices = g_world->size();
+  o.max_epochs = epochs;
+  o.num_sanity_val_steps = 0;
+  trainer::Trainer trainer(o);
+  EXPECT_EQ(trainer.world_size(), g_world->size());
+  trainer.fit(model, dm);
+  g_world->barrier();
+  if (g_world->rank() == 0) std::filesystem::remove_all(dir);
+  return trainer::testing::flat_weights(model);
+}
+
+bool replicas_equal(const std::vector<float>& w) {
+  return same_on_every_rank(Tensor::from_vector(w, {int64_t(w.size())}));
+}
+
+TEST(BaguaTrainer, GradientAllreduceIsDdpAndHierarchicalIsWithinRounding) {
+  const std::vector<float> ddp = fit_weights("ddp", {});
+  EXPECT_EQ(fit_weights("bagua", {}), ddp);
+  EXPECT_EQ(fit_weights("bagua", {{"algorithm", "gradient_allreduce"}}), ddp);
+  const int w = g_world->size();
+  for (int ranks_per_node : {1, 2, w}) {
+    if (w % ranks_per_node != 0) continue;
+    const std::vector<float> h =
+        fit_weights("bagua", {{"hierarchical", "true"}, {"ranks_per_node", std::to_string(ranks_per_node)}});
+    EXPECT_LE(trainer::testing::max_relative_difference(h, ddp), 1e-5) << "ranks_per_node=" << ranks_per_node;
+    EXPECT_TRUE(replicas_equal(h));
+  }
+  manual_seed(42);
+  TinyClassifier untouched(0.05, 0.0);
+  EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), ddp), 1e-3);
+}
+
+TEST(BaguaTrainer, ByteGradTrainsCloseToDdpWithIdenticalReplicas) {
+  const int w = g_world->size();
+  if (w < 2) GTEST_SKIP() << "bytegrad is refused on one rank (test_bagua_unit, test_strategies_cli)";
+  const std::vector<float> ddp = fit_weights("ddp", {});
+  for (const InitParams& options : {InitParams{{"algorithm", "bytegrad"}},
+                                    InitParams{{"algorithm", "bytegrad"}, {"hierarchical", "true"}, {"ranks_per_node", "2"}}}) {
+    if (options.count("ranks_per_node") && w % 2 != 0) continue;
+    const std::vector<float> b = fit_weights("bagua", options);
+    EXPECT_TRUE(replicas_equal(b));
+    // 20 Adam steps on 8-bit gradients: near ddp's weights (each step moves a weight by ~lr).
+    EXPECT_LE(trainer::testing::max_relative_difference(b, ddp), 0.1);
+    EXPECT_NE(b, ddp);
+  }
+}
+
+TEST(BaguaTrainer, DecentralizedAllKeepsReplicasEqual) {
+  const std::vector<float> d = fit_weights("bagua", {{"algorithm", "decentralized"}});
+  EXPECT_TRUE(replicas_equal(d));
+  const std::vector<float> shift = fit_weights("bagua", {{"algorithm", "decentralized"}, {"peer_selection_mode", "shift_one"}});
+  EXPECT_EQ(replicas_equal(shift), g_world->size() <= 2) << "shift_one at 2 ranks is all; beyond, replicas differ";
+}
+
+}  // namespace
+}  // namespace tandem::bagua
