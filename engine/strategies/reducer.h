@@ -8,7 +8,8 @@
 //
 // During backward, each parameter's post-accumulate hook copies its final .grad into its
 // bucket slot; when a bucket's last slot is filled the bucket becomes ready, and ready buckets
-// are launched as asynchronous allreduce(avg) strictly in bucket order (0, 1, 2, ...), so every
+// are launched as asynchronous allreduce(avg) (or the options' average_bucket, bagua's
+// algorithms) strictly in bucket order (0, 1, 2, ...), so every
 // rank issues the same collectives in the same order even if its gradients finish in another
 // order. finalize() (before the optimizer step) fills the slots of parameters that got no
 // gradient this pass (their accumulated .grad, or zeros), launches what is left, waits for all

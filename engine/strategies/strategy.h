@@ -13,7 +13,8 @@
 //   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
 //
 // Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
-// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h). A user's class registered under a new name trains the same way
+// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h), bagua
+// (bagua/bagua_strategy.h). A user's class registered under a new name trains the same way
 // (apps/examples/custom_strategy).
 //
 // Strategies see the LightningModule interface (its steps and hooks), never the Trainer.

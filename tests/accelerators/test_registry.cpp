@@ -46,6 +46,9 @@ TEST(AcceleratorRegistry, DefaultParamsAndOverrides) {
   EXPECT_EQ(registry.get("xpu").default_params.at("device_count"), "4");
   EXPECT_EQ(registry.create("xpu")->auto_device_count(), 4);
   EXPECT_EQ(registry.create("Xpu", {{"device_count", "8"}})->auto_device_count(), 8);
+  // A parameter the entry does not declare is refused with the ones it does.
+  expect_error<ConfigError>([&] { registry.create("xpu", {{"device_cnt", "8"}}); },
+                            {"accelerator 'xpu' has no option 'device_cnt'", "its options are: device_count"});
 }
 
 TEST(AcceleratorRegistry, UnknownListsRegistered) {
