@@ -5,7 +5,8 @@
 //     states of the exact mean, the same bits on every rank, for tensors shorter than the group
 //     and with odd chunks;
 //   - decentralized: shift_one with weights = rank gives (rank + peer) / 2, all gives the mean,
-//     communication_interval skips steps;
+//     communication_interval skips steps; low_precision_decentralized mixes ring neighbours to
+//     hand-derived values and keeps its copies of a neighbour equal to the neighbour's own;
 //   - through the Trainer: gradient_allreduce equals ddp bit for bit, hierarchical within 1e-5,
 //     bytegrad close to ddp with identical replicas, decentralized all with identical replicas.
 #include <gtest/gtest.h>
@@ -154,6 +155,39 @@ TEST(BaguaDecentralized, ShiftOneAveragesWithTheRoundsPeerAndAllWithEveryone) {
   EXPECT_FLOAT_EQ(params[0].to_vector<float>()[5], float(w - 1) / 2);
 }
 
+TEST(BaguaLowPrecisionDecentralized, RingMixingWithHandDerivedValuesAndConsistentCopies) {
+  const int w = g_world->size(), rank = g_world->rank();
+  if (w < 2) GTEST_SKIP() << "ring neighbours need 2 ranks (refused on one: test_strategies_cli)";
+  const int left = (rank + w - 1) % w, right = (rank + 1) % w;
+  LowPrecisionDecentralized ring({{"communication_interval", "1"}});
+  std::vector<Tensor> params = rank_weights(1.0);
+  ring.on_setup(params);  // every copy starts at the common weights, 1
+  params = rank_weights(rank);
+  // Constant differences compress exactly: x = (rank + 1 + 1) / 3, and every copy follows.
+  ring.after_optimizer_step(*g_world, params, 1);
+  auto x = [](int r) { return (r + 2.0) / 3.0; };
+  EXPECT_NEAR(params[0].to_vector<float>()[0], x(rank), 1e-6);
+  EXPECT_NEAR(ring.self_copy().to_vector<float>()[3], x(rank), 1e-6);
+  EXPECT_NEAR(ring.left_copy().to_vector<float>()[3], x(left), 1e-6);
+  EXPECT_NEAR(ring.right_copy().to_vector<float>()[3], x(right), 1e-6);
+  ring.after_optimizer_step(*g_world, params, 2);
+  EXPECT_NEAR(params[1].to_vector<float>()[2], (x(rank) + x(left) + x(right)) / 3.0, 1e-6);
+
+  // Random weights (inexact compression): my copy of my left neighbour is, bit for bit, its own.
+  for (int step = 3; step < 6; ++step) {
+    const auto v = rank_values(rank * 10 + step, 10, 1.0f);
+    params = {Tensor::from_vector(std::vector<float>(v.begin(), v.begin() + 6), {2, 3}),
+              Tensor::from_vector(std::vector<float>(v.begin() + 6, v.end()), {4})};
+    ring.after_optimizer_step(*g_world, params, step);
+  }
+  Tensor lefts_own = Tensor::empty(ring.self_copy().shape());
+  auto recv = g_world->recv_async(lefts_own, left, 7499);
+  auto send = g_world->send_async(ring.self_copy(), right, 7499);
+  send->wait();
+  recv->wait();
+  EXPECT_EQ(lefts_own.to_vector<float>(), ring.left_copy().to_vector<float>());
+}
+
 // ---- through the Trainer ----
 
 using trainer::TrainerOptions;
@@ -223,6 +257,13 @@ TEST(BaguaTrainer, DecentralizedAllKeepsReplicasEqual) {
   EXPECT_TRUE(replicas_equal(d));
   const std::vector<float> shift = fit_weights("bagua", {{"algorithm", "decentralized"}, {"peer_selection_mode", "shift_one"}});
   EXPECT_EQ(replicas_equal(shift), g_world->size() <= 2) << "shift_one at 2 ranks is all; beyond, replicas differ";
+  if (g_world->size() >= 2) {
+    const std::vector<float> ring = fit_weights("bagua", {{"algorithm", "low_precision_decentralized"}});
+    for (float v : ring) ASSERT_TRUE(std::isfinite(v));
+    manual_seed(42);
+    TinyClassifier untouched(0.05, 0.0);
+    EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), ring), 1e-3);
+  }
 }
 
 }  // namespace

@@ -131,9 +131,11 @@ TEST_F(StrategiesCli, PlanAndFitAgreeOnWhatCanTrain) {
 TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=nope --trainer.devices=2",
-       {"unknown algorithm 'nope'", "bytegrad, decentralized, gradient_allreduce"}},
+       {"unknown algorithm 'nope'", "bytegrad, decentralized, gradient_allreduce, low_precision_decentralized"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=1",
        {"algorithm=bytegrad", "1 process", "--trainer.devices=N"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=low_precision_decentralized --trainer.devices=1",
+       {"low_precision_decentralized", "1 process"}},
       {"--trainer.strategy=ddp --trainer.strategy.algorithm=bytegrad --trainer.devices=2",
        {"strategy 'ddp' has no option 'algorithm'", "takes no options"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=decentralized --trainer.strategy.hierarchical=true",

@@ -68,4 +68,33 @@ class Decentralized : public BaguaAlgorithm {
   int64_t interval_ = 1;
 };
 
+// low_precision_decentralized: gradients stay local; after every optimizer step each rank mixes
+// its weights with its ring neighbours' (rank - 1 and rank + 1 mod N) as Bagua does, through
+// copies it keeps of their weights:
+//   x <- (x + left copy + right copy) / 3
+//   d = x - self copy, sent 8-bit compressed (min_max_uint8.h) to both neighbours
+//   self copy += decode(d); left copy += decode(left's d); right copy += decode(right's d)
+// Every copy of rank j (its own and its neighbours') is updated by the same decoded bits, so
+// they stay equal. All copies start as the common initial weights. Needs 2+ ranks.
+class LowPrecisionDecentralized : public BaguaAlgorithm {
+ public:
+  explicit LowPrecisionDecentralized(const InitParams& params);
+  std::string name() const override { return "low_precision_decentralized"; }
+  void validate(int world_size) const override;
+  bool averages_gradients() const override { return false; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  std::string describe() const override;
+
+  // The flat copies (float32) of this rank's own weights and of its left and right neighbours'.
+  const Tensor& self_copy() const { return self_; }
+  const Tensor& left_copy() const { return left_; }
+  const Tensor& right_copy() const { return right_; }
+
+ private:
+  int64_t interval_ = 1;
+  Tensor self_, left_, right_;
+};
+
 }  // namespace tandem::bagua

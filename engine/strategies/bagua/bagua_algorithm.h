@@ -8,7 +8,8 @@
 //              backward with bucket_averager() (empty: its own allreduce(avg), as ddp)
 //              (gradient_allreduce, bytegrad); otherwise gradients stay local
 //   weights    after_optimizer_step(): what happens to the weights after each step
-//              (decentralized averages them with peers)
+//              (decentralized averages them with peers; low_precision_decentralized with its
+//              ring neighbours through compressed differences)
 // Options arrive as strings (InitParams); each algorithm declares the ones it takes in its
 // registry entry, so an option another algorithm takes is refused with the list of its own.
 #pragma once
@@ -33,6 +34,8 @@ class BaguaAlgorithm {
   virtual bool averages_gradients() const { return true; }
   // The Reducer's bucket averaging over `comm`; empty: allreduce(avg).
   virtual BucketAverager bucket_averager(const collectives::Communicator& comm) const = 0;
+  // Once the module is set up (weights equal on every rank), with its trainable parameters.
+  virtual void on_setup(const std::vector<Tensor>& /*params*/) {}
   // After every optimizer step taken; `step` counts them from 1.
   virtual void after_optimizer_step(collectives::Communicator& /*comm*/, const std::vector<Tensor>& /*params*/,
                                     int64_t /*step*/) {}

@@ -45,6 +45,7 @@ void BaguaStrategy::setup_module(trainer::LightningModule& module) {
   for (const Tensor& p : module.parameters()) {
     if (p.requires_grad()) trainable_.push_back(p);
   }
+  algorithm_->on_setup(trainable_);
 }
 
 void BaguaStrategy::backward(const Tensor& loss, double factor, bool will_step) {

@@ -18,6 +18,10 @@ BaguaAlgorithmRegistry& bagua_algorithm_registry() {
     r->add("decentralized", "gradients stay local; weights averaged with all ranks or one peer after the step",
            [](const InitParams& p) { return std::make_unique<Decentralized>(p); },
            {{"peer_selection_mode", "all"}, {"communication_interval", "1"}});
+    r->add("low_precision_decentralized", "gradients stay local; weights mixed with the ring neighbours through "
+                                          "8-bit compressed differences after the step",
+           [](const InitParams& p) { return std::make_unique<LowPrecisionDecentralized>(p); },
+           {{"communication_interval", "1"}});
     return r;
   }();
   return *registry;
