@@ -38,7 +38,7 @@ bool same_on_every_rank(const Tensor& t) {
 std::vector<float> rank_values(int rank, int64_t n, float spread) {
   std::mt19937 gen(1000u + unsigned(rank));
   std::normal_distribution<float> normal(0.1f * float(rank), spread);
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = normal(gen);
   return v;
 }
@@ -159,7 +159,7 @@ TEST(BaguaLowPrecisionDecentralized, RingMixingWithHandDerivedValuesAndConsisten
   const int w = g_world->size(), rank = g_world->rank();
   if (w < 2) GTEST_SKIP() << "ring neighbours need 2 ranks (refused on one: test_strategies_cli)";
   const int left = (rank + w - 1) % w, right = (rank + 1) % w;
-  LowPrecisionDecentralized ring({{"communication_interval", "1"}});
+  LowPrecisionDecentralized ring(InitParams{{"communication_interval", "1"}});
   std::vector<Tensor> params = rank_weights(1.0);
   ring.on_setup(params);  // every copy starts at the common weights, 1
   params = rank_weights(rank);

@@ -49,7 +49,7 @@ TEST(MinMaxUInt8, RoundTripWithinHalfAStepOfEachBlock) {
   std::normal_distribution<float> normal(0.3f, 2.0f);
   for (int64_t n : {1, 2, 7, 1023, 1024, 1025, 3001}) {
     for (int64_t block : {1, 3, 7, 1000, 1024}) {
-      std::vector<float> values(size_t(n));
+      std::vector<float> values(static_cast<size_t>(n));
       for (auto& v : values) v = normal(gen);
       const std::vector<float> out = round_trip(values, block);
       int64_t inexact = 0;
@@ -125,7 +125,7 @@ TEST(MinMaxUInt8, TensorFormsSizesEmptyAndOneElement) {
 TEST(ShiftOne, SymmetricPairsMeetingEveryPeerOncePerCycle) {
   for (int world = 1; world <= 9; ++world) {
     const int rounds = world % 2 == 0 ? world - 1 : world;
-    std::vector<std::set<int>> met(size_t(world));
+    std::vector<std::set<int>> met(static_cast<size_t>(world));
     for (int64_t round = 0; round < rounds; ++round) {
       int idle = 0;
       for (int r = 0; r < world; ++r) {

@@ -1,8 +1,8 @@
 // bagua: ddp's processes, launch, data sharding and gradient buckets, with the communication
 // chosen by `--trainer.strategy.algorithm=` from bagua_algorithm_registry() (bagua_algorithm.h;
 // docs/STRATEGIES.md). The algorithm's bucket averager replaces the Reducer's allreduce
-// (gradient_allreduce, bytegrad); an algorithm without one leaves gradients local and works on
-// the weights after each optimizer step (decentralized).
+// (gradient_allreduce, bytegrad); an algorithm that does not average gradients leaves them local
+// and works on the weights after each optimizer step (decentralized, low_precision_decentralized).
 #pragma once
 #include <memory>
 #include <string>
