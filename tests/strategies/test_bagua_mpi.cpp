@@ -8,7 +8,8 @@
 //     communication_interval skips steps; low_precision_decentralized mixes ring neighbours to
 //     hand-derived values and keeps its copies of a neighbour equal to the neighbour's own;
 //   - through the Trainer: gradient_allreduce equals ddp bit for bit, hierarchical within 1e-5,
-//     bytegrad close to ddp with identical replicas, decentralized all with identical replicas.
+//     bytegrad (SGD) within 1e-2 of ddp with identical replicas, decentralized all with identical
+//     replicas, low_precision_decentralized trains.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -194,26 +195,39 @@ using trainer::TrainerOptions;
 using trainer::testing::SyntheticDataModule;
 using trainer::testing::TinyClassifier;
 
-std::vector<float> fit_weights(const std::string& strategy, const InitParams& options, int epochs = 2) {
+// TinyClassifier with plain SGD: each step moves the weights by lr x the averaged gradient, so a
+// compressed gradient's error shows up in the weights unmagnified (Adam divides tiny gradients by
+// their own tiny scale).
+class SgdClassifier : public TinyClassifier {
+ public:
+  SgdClassifier() : TinyClassifier(0.2, 0.0) {}
+  trainer::OptimizerConfig configure_optimizers() override {
+    trainer::OptimizerConfig c;
+    c.optimizer = std::make_shared<optim::SGD>(parameters(), optim::SGDOptions{.lr = lr});
+    return c;
+  }
+};
+
+std::vector<float> fit_weights(const std::string& strategy, const InitParams& options, bool sgd = false) {
   Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
   g_world->broadcast(pid, 0);
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("tandem_bagua_" + std::to_string(int64_t(pid.item())))).string();
   SyntheticDataModule dm(40, 16, 4);
   manual_seed(42);
-  TinyClassifier model(0.05, 0.0);
+  std::unique_ptr<TinyClassifier> model = sgd ? std::make_unique<SgdClassifier>() : std::make_unique<TinyClassifier>(0.05, 0.0);
   TrainerOptions o = trainer::testing::quiet_options(dir);
   o.strategy = strategy;
   o.strategy_options = options;
   o.devices = g_world->size();
-  o.max_epochs = epochs;
+  o.max_epochs = 2;
   o.num_sanity_val_steps = 0;
   trainer::Trainer trainer(o);
   EXPECT_EQ(trainer.world_size(), g_world->size());
-  trainer.fit(model, dm);
+  trainer.fit(*model, dm);
   g_world->barrier();
   if (g_world->rank() == 0) std::filesystem::remove_all(dir);
-  return trainer::testing::flat_weights(model);
+  return trainer::testing::flat_weights(*model);
 }
 
 bool replicas_equal(const std::vector<float>& w) {
@@ -240,15 +254,23 @@ TEST(BaguaTrainer, GradientAllreduceIsDdpAndHierarchicalIsWithinRounding) {
 TEST(BaguaTrainer, ByteGradTrainsCloseToDdpWithIdenticalReplicas) {
   const int w = g_world->size();
   if (w < 2) GTEST_SKIP() << "bytegrad is refused on one rank (test_bagua_unit, test_strategies_cli)";
-  const std::vector<float> ddp = fit_weights("ddp", {});
+  const std::vector<float> ddp = fit_weights("ddp", {}, /*sgd=*/true);
   for (const InitParams& options : {InitParams{{"algorithm", "bytegrad"}},
                                     InitParams{{"algorithm", "bytegrad"}, {"hierarchical", "true"}, {"ranks_per_node", "2"}}}) {
     if (options.count("ranks_per_node") && w % 2 != 0) continue;
-    const std::vector<float> b = fit_weights("bagua", options);
+    const std::vector<float> b = fit_weights("bagua", options, /*sgd=*/true);
     EXPECT_TRUE(replicas_equal(b));
-    // 20 Adam steps on 8-bit gradients: near ddp's weights (each step moves a weight by ~lr).
-    EXPECT_LE(trainer::testing::max_relative_difference(b, ddp), 0.1);
-    EXPECT_NE(b, ddp);
+    // At most 8 SGD steps of lr 0.2; each averaged gradient is within about range / 255 of ddp's
+    // (compressed_average.h), and the gradients' ranges here are below 1: the weights stay within
+    // 8 x 0.2 / 255 ~ 6e-3 of ddp's, 6e-2 relative at max_relative_difference's floor of 0.1.
+    // (Measured here: 1.1e-2 at 3 ranks.)
+    EXPECT_LE(trainer::testing::max_relative_difference(b, ddp), 6e-2);
+    // Compression changes the result unless there is only one node (all exact inside it).
+    const bool compressed = !options.count("ranks_per_node") || w / 2 >= 2;
+    if (compressed) EXPECT_NE(b, ddp);
+    manual_seed(42);
+    SgdClassifier untouched;
+    EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), ddp), 0.3);
   }
 }
 
