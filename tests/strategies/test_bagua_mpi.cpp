@@ -9,12 +9,18 @@
 //     hand-derived values and keeps its copies of a neighbour equal to the neighbour's own;
 //   - through the Trainer: gradient_allreduce equals ddp bit for bit, hierarchical within 1e-5,
 //     bytegrad (SGD) within 1e-2 of ddp with identical replicas, decentralized all with identical
-//     replicas, low_precision_decentralized trains.
+//     replicas, low_precision_decentralized trains, async ends with equal replicas (and is ddp
+//     while warming up);
+//   - async's rounds started on each rank's own clock pair up, and finish_training gives every
+//     rank the same number of rounds and the mean.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
+
+#include "collectives/communicator_factory.h"
 
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/compressed_average.h"
@@ -189,6 +195,35 @@ TEST(BaguaLowPrecisionDecentralized, RingMixingWithHandDerivedValuesAndConsisten
   EXPECT_EQ(lefts_own.to_vector<float>(), ring.left_copy().to_vector<float>());
 }
 
+TEST(BaguaAsync, RoundsPairUpAcrossRanksAndFinishEqualizesThem) {
+  const int w = g_world->size(), rank = g_world->rank();
+  collectives::CommOptions comm_options;
+  comm_options.timeout = std::chrono::seconds(60);
+  AsyncModelAverage async(InitParams{{"sync_interval_ms", "1"}, {"warmup_steps", "1"}});
+  async.set_own_communicator(collectives::make_communicator(
+      w == 1 ? collectives::CommBackend::Local : collectives::CommBackend::Mpi, comm_options));
+  std::vector<Tensor> params = rank_weights(rank);
+  async.on_setup(params);
+  async.after_optimizer_step(*g_world, params, 1);  // warm-up: nothing
+  EXPECT_EQ(async.rounds_started(), 0);
+  // Rank 0 steps (and starts rounds) more often than the others: rounds on its own clock.
+  const int steps = rank == 0 ? 4 : 2;
+  for (int step = 2; step < 2 + steps; ++step) {
+    async.after_optimizer_step(*g_world, params, step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  EXPECT_GE(async.rounds_started(), 1);
+  async.finish_training(*g_world, params);
+  Tensor rounds = Tensor::scalar(double(async.rounds_started()), DType::Int64);
+  EXPECT_TRUE(same_on_every_rank(rounds));
+  EXPECT_EQ(async.rounds_applied(), async.rounds_started());
+  // No training between rounds: every round moves the weights to the mean, and so does the end.
+  for (const Tensor& p : params) {
+    EXPECT_TRUE(same_on_every_rank(p));
+    EXPECT_NEAR(p.to_vector<float>()[0], (w - 1) / 2.0, 1e-6);
+  }
+}
+
 // ---- through the Trainer ----
 
 using trainer::TrainerOptions;
@@ -272,6 +307,20 @@ TEST(BaguaTrainer, ByteGradTrainsCloseToDdpWithIdenticalReplicas) {
     SgdClassifier untouched;
     EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), ddp), 0.3);
   }
+}
+
+TEST(BaguaTrainer, AsyncEndsWithEqualReplicasAndIsDdpWhileWarmingUp) {
+  const std::vector<float> ddp = fit_weights("ddp", {});
+  // Warm-up longer than the run: synchronous allreduce throughout, then the final average.
+  const std::vector<float> warm = fit_weights("bagua", {{"algorithm", "async"}, {"warmup_steps", "1000"}});
+  EXPECT_LE(trainer::testing::max_relative_difference(warm, ddp), 1e-6);
+  const std::vector<float> async = fit_weights("bagua", {{"algorithm", "async"}, {"sync_interval_ms", "1"},
+                                                         {"warmup_steps", "2"}});
+  EXPECT_TRUE(replicas_equal(async));
+  for (float v : async) ASSERT_TRUE(std::isfinite(v));
+  manual_seed(42);
+  TinyClassifier untouched(0.05, 0.0);
+  EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), async), 1e-3);
 }
 
 TEST(BaguaTrainer, DecentralizedAllKeepsReplicasEqual) {

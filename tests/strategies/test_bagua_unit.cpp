@@ -204,7 +204,7 @@ void expect_refused(const std::string& name, const InitParams& options, const st
 
 TEST(BaguaOptions, RegistryBuildsEachAlgorithmAndRefusesWhatItDoesNotTake) {
   EXPECT_EQ(choose("bagua", {}).name, "bagua");
-  for (const char* algorithm : {"gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized"}) {
+  for (const char* algorithm : {"gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "async"}) {
     const StrategyChoice c = choose("bagua", {{"algorithm", algorithm}});
     EXPECT_EQ(dynamic_cast<const tandem::BaguaStrategy*>(c.strategy.get()) != nullptr, true);
   }
@@ -222,6 +222,13 @@ TEST(BaguaOptions, RegistryBuildsEachAlgorithmAndRefusesWhatItDoesNotTake) {
                  {"peer_selection_mode=ring", "all", "shift_one"});
   expect_refused("bagua", {{"algorithm", "decentralized"}, {"communication_interval", "0"}},
                  {"communication_interval=0", "integer >= 1"});
+  for (const char* interval : {"0", "-5", "soon"}) {
+    expect_refused("bagua", {{"algorithm", "async"}, {"sync_interval_ms", interval}},
+                   {std::string("sync_interval_ms=") + interval, "integer >= 1", "milliseconds"});
+  }
+  expect_refused("bagua", {{"algorithm", "async"}, {"warmup_steps", "-1"}}, {"warmup_steps=-1", "integer >= 0"});
+  expect_refused("bagua", {{"algorithm", "bytegrad"}, {"sync_interval_ms", "5"}},
+                 {"algorithm=bytegrad does not take sync_interval_ms", "hierarchical, ranks_per_node"});
 }
 
 }  // namespace

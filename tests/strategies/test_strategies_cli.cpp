@@ -131,7 +131,7 @@ TEST_F(StrategiesCli, PlanAndFitAgreeOnWhatCanTrain) {
 TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=nope --trainer.devices=2",
-       {"unknown algorithm 'nope'", "bytegrad, decentralized, gradient_allreduce, low_precision_decentralized"}},
+       {"unknown algorithm 'nope'", "async, bytegrad, decentralized, gradient_allreduce, low_precision_decentralized"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=1",
        {"algorithm=bytegrad", "1 process", "--trainer.devices=N"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=low_precision_decentralized --trainer.devices=1",
@@ -142,6 +142,8 @@ TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
        {"algorithm=decentralized does not take hierarchical", "communication_interval, peer_selection_mode"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=decentralized --trainer.strategy.communication_interval=0",
        {"communication_interval=0", "integer >= 1"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=async --trainer.strategy.sync_interval_ms=0 --trainer.devices=2",
+       {"sync_interval_ms=0 is not valid", "integer >= 1"}},
       {"--trainer.strategy=bagua --trainer.strategy.hierarchical=true --trainer.strategy.ranks_per_node=3 --trainer.devices=2",
        {"ranks_per_node=3", "divisor"}},
   };

@@ -1,7 +1,9 @@
 // The built-in bagua algorithms (registered in builtin_algorithms.cpp; docs/STRATEGIES.md says
 // what each sends).
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,7 @@ class Decentralized : public BaguaAlgorithm {
  public:
   explicit Decentralized(const InitParams& params);
   std::string name() const override { return "decentralized"; }
-  bool averages_gradients() const override { return false; }
+  bool averages_gradients(int64_t /*step*/) const override { return false; }
   BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
   void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
   std::string describe() const override;
@@ -81,7 +83,7 @@ class LowPrecisionDecentralized : public BaguaAlgorithm {
   explicit LowPrecisionDecentralized(const InitParams& params);
   std::string name() const override { return "low_precision_decentralized"; }
   void validate(int world_size) const override;
-  bool averages_gradients() const override { return false; }
+  bool averages_gradients(int64_t /*step*/) const override { return false; }
   BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
   void on_setup(const std::vector<Tensor>& params) override;
   void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
@@ -95,6 +97,45 @@ class LowPrecisionDecentralized : public BaguaAlgorithm {
  private:
   int64_t interval_ = 1;
   Tensor self_, left_, right_;
+};
+
+// async: after warmup_steps optimizer steps of synchronous gradient allreduce, gradients stay
+// local and the weights are averaged asynchronously on a communicator of the algorithm's own.
+// At an optimizer step at least sync_interval_ms after the last round started (and none is in
+// flight), a round starts: a snapshot of the weights goes into a non-blocking allreduce(avg),
+// and training goes on. A later step that finds the round complete moves the weights by
+// (average - snapshot), keeping the progress made meanwhile. Each rank starts rounds on its own
+// clock; rounds pair up by order on the own communicator, and finish_training first brings
+// every rank to the same number of rounds, then averages the weights exactly: the replicas end
+// equal. MPI is initialized MPI_THREAD_FUNNELED (only the main thread calls it), so rounds are
+// started and progressed by the training thread between steps instead of by a thread of their own.
+class AsyncModelAverage : public BaguaAlgorithm {
+ public:
+  explicit AsyncModelAverage(const InitParams& params);
+  std::string name() const override { return "async"; }
+  bool averages_gradients(int64_t step) const override { return step <= warmup_steps_; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  bool needs_own_communicator() const override { return true; }
+  void set_own_communicator(std::shared_ptr<collectives::Communicator> comm) override { own_ = std::move(comm); }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  void finish_training(collectives::Communicator& comm, const std::vector<Tensor>& params) override;
+  std::string describe() const override;
+
+  int64_t rounds_started() const { return rounds_; }
+  int64_t rounds_applied() const { return applied_; }
+
+ private:
+  void start_round(const std::vector<Tensor>& params);
+  void apply_round(const std::vector<Tensor>& params);
+
+  int64_t interval_ms_ = 0;
+  int64_t warmup_steps_ = 0;
+  std::shared_ptr<collectives::Communicator> own_;
+  Tensor snapshot_, average_;
+  collectives::WorkHandle in_flight_;
+  std::chrono::steady_clock::time_point last_start_{};
+  int64_t rounds_ = 0, applied_ = 0;
 };
 
 }  // namespace tandem::bagua

@@ -37,6 +37,11 @@ void BaguaStrategy::validate(const StrategyContext& context) const {
   algorithm_->validate(processes_per_node(context.num_devices) * context.num_nodes);
 }
 
+void BaguaStrategy::setup_environment(const StrategyEnvironment& env) {
+  DDPStrategy::setup_environment(env);
+  if (algorithm_->needs_own_communicator()) algorithm_->set_own_communicator(make_world_communicator(env, name()));
+}
+
 void BaguaStrategy::setup_module(trainer::LightningModule& module) {
   TANDEM_CHECK(comm_ != nullptr, ValueError, "strategy=bagua: setup_module before setup_environment");
   reducer_options_.average_bucket = algorithm_->bucket_averager(*comm_);
@@ -46,10 +51,17 @@ void BaguaStrategy::setup_module(trainer::LightningModule& module) {
     if (p.requires_grad()) trainable_.push_back(p);
   }
   algorithm_->on_setup(trainable_);
+  steps_ = 0;
+}
+
+void BaguaStrategy::teardown() {
+  if (steps_ > 0) algorithm_->finish_training(*comm_, trainable_);
+  steps_ = 0;
+  DDPStrategy::teardown();
 }
 
 void BaguaStrategy::backward(const Tensor& loss, double factor, bool will_step) {
-  if (algorithm_->averages_gradients()) return DDPStrategy::backward(loss, factor, will_step);
+  if (algorithm_->averages_gradients(steps_ + 1)) return DDPStrategy::backward(loss, factor, will_step);
   Strategy::backward(loss, factor, will_step);  // gradients stay on this rank
 }
 

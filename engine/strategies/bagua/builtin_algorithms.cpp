@@ -22,6 +22,10 @@ BaguaAlgorithmRegistry& bagua_algorithm_registry() {
                                           "8-bit compressed differences after the step",
            [](const InitParams& p) { return std::make_unique<LowPrecisionDecentralized>(p); },
            {{"communication_interval", "1"}});
+    r->add("async", "warm-up steps of gradient allreduce, then weights averaged by non-blocking rounds every "
+                    "sync_interval_ms while training goes on; replicas equal at the end",
+           [](const InitParams& p) { return std::make_unique<AsyncModelAverage>(p); },
+           {{"sync_interval_ms", "500"}, {"warmup_steps", "0"}});
     return r;
   }();
   return *registry;
