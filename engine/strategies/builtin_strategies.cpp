@@ -30,7 +30,7 @@ StrategyRegistry& strategy_registry() {
                    "gradients averaged); effective batch = batch x num_nodes",
            [](const InitParams&) { return std::make_unique<DDP2Strategy>(); });
     r->add("bagua", "ddp's processes and batch with Bagua's communication algorithms: --trainer.strategy.algorithm="
-                    "gradient_allreduce (default), bytegrad, decentralized, low_precision_decentralized "
+                    "gradient_allreduce (default), bytegrad, decentralized, low_precision_decentralized, qadam, async "
                     "(docs/STRATEGIES.md)",
            [](const InitParams& p) { return std::make_unique<BaguaStrategy>(p); }, bagua_strategy_options());
     return r;

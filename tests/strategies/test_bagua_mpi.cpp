@@ -22,6 +22,7 @@
 
 #include "collectives/communicator_factory.h"
 
+#include "engine/optim/qadam.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/point_to_point.h"
@@ -243,14 +244,37 @@ class SgdClassifier : public TinyClassifier {
   }
 };
 
-std::vector<float> fit_weights(const std::string& strategy, const InitParams& options, bool sgd = false) {
+// TinyClassifier with QAdam (warm-up `warmup` steps, Adam's settings and scheduler otherwise).
+class QAdamClassifier : public TinyClassifier {
+ public:
+  explicit QAdamClassifier(int64_t warmup) : TinyClassifier(0.05, 0.0), warmup_(warmup) {}
+  trainer::OptimizerConfig configure_optimizers() override {
+    trainer::OptimizerConfig c;
+    c.optimizer = std::make_shared<optim::QAdam>(parameters(), optim::AdamOptions{.lr = lr}, warmup_);
+    c.scheduler = std::make_shared<optim::StepLR>(*c.optimizer, 2, 0.5);  // TinyClassifier's
+    return c;
+  }
+
+ private:
+  int64_t warmup_;
+};
+
+std::vector<float> fit_weights(const std::string& strategy, const InitParams& options, bool sgd = false,
+                               int64_t qadam_warmup = 0) {
   Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
   g_world->broadcast(pid, 0);
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("tandem_bagua_" + std::to_string(int64_t(pid.item())))).string();
   SyntheticDataModule dm(40, 16, 4);
   manual_seed(42);
-  std::unique_ptr<TinyClassifier> model = sgd ? std::make_unique<SgdClassifier>() : std::make_unique<TinyClassifier>(0.05, 0.0);
+  std::unique_ptr<TinyClassifier> model;
+  if (qadam_warmup > 0) {
+    model = std::make_unique<QAdamClassifier>(qadam_warmup);
+  } else if (sgd) {
+    model = std::make_unique<SgdClassifier>();
+  } else {
+    model = std::make_unique<TinyClassifier>(0.05, 0.0);
+  }
   TrainerOptions o = trainer::testing::quiet_options(dir);
   o.strategy = strategy;
   o.strategy_options = options;
@@ -321,6 +345,18 @@ TEST(BaguaTrainer, AsyncEndsWithEqualReplicasAndIsDdpWhileWarmingUp) {
   manual_seed(42);
   TinyClassifier untouched(0.05, 0.0);
   EXPECT_GT(trainer::testing::max_relative_difference(trainer::testing::flat_weights(untouched), async), 1e-3);
+}
+
+TEST(BaguaTrainer, QAdamIsAdamWhileWarmingUpThenKeepsReplicasEqual) {
+  const std::vector<float> ddp = fit_weights("ddp", {});
+  // A warm-up longer than the run: Adam on allreduced gradients, as ddp with Adam.
+  const std::vector<float> warm = fit_weights("bagua", {{"algorithm", "qadam"}}, false, /*qadam_warmup=*/1000);
+  EXPECT_EQ(warm, ddp);
+  // Two warm-up steps, then compressed momentum: the same on every rank, near Adam's.
+  const std::vector<float> compressed = fit_weights("bagua", {{"algorithm", "qadam"}}, false, /*qadam_warmup=*/2);
+  EXPECT_TRUE(replicas_equal(compressed));
+  for (float v : compressed) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_NE(compressed, ddp);
 }
 
 TEST(BaguaTrainer, DecentralizedAllKeepsReplicasEqual) {

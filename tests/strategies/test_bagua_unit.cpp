@@ -204,7 +204,7 @@ void expect_refused(const std::string& name, const InitParams& options, const st
 
 TEST(BaguaOptions, RegistryBuildsEachAlgorithmAndRefusesWhatItDoesNotTake) {
   EXPECT_EQ(choose("bagua", {}).name, "bagua");
-  for (const char* algorithm : {"gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "async"}) {
+  for (const char* algorithm : {"gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "async", "qadam"}) {
     const StrategyChoice c = choose("bagua", {{"algorithm", algorithm}});
     EXPECT_EQ(dynamic_cast<const tandem::BaguaStrategy*>(c.strategy.get()) != nullptr, true);
   }

@@ -131,7 +131,7 @@ TEST_F(StrategiesCli, PlanAndFitAgreeOnWhatCanTrain) {
 TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=nope --trainer.devices=2",
-       {"unknown algorithm 'nope'", "async, bytegrad, decentralized, gradient_allreduce, low_precision_decentralized"}},
+       {"unknown algorithm 'nope'", "async, bytegrad, decentralized, gradient_allreduce, low_precision_decentralized, qadam"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=1",
        {"algorithm=bytegrad", "1 process", "--trainer.devices=N"}},
       {"--trainer.strategy=bagua --trainer.strategy.algorithm=low_precision_decentralized --trainer.devices=1",
@@ -152,6 +152,18 @@ TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
     EXPECT_FALSE(r.has("relaunching")) << flags << "\n" << r.output;
     for (const auto& w : words) EXPECT_TRUE(r.has(w)) << flags << ": missing '" << w << "' in\n" << r.output;
+  }
+  // QAdam and the qadam algorithm need each other; the mismatch shows at the first optimizer step.
+  const std::vector<std::pair<std::string, std::string>> qadam_cases{
+      {"--optimizer=QAdam --trainer.devices=1", "runs only under --trainer.strategy=bagua --trainer.strategy.algorithm=qadam"},
+      {"--optimizer=QAdam --trainer.strategy=bagua --trainer.devices=1", "runs only under --trainer.strategy=bagua"},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --trainer.devices=1",
+       "the optimizer is Adam; use --optimizer=QAdam"},
+  };
+  for (const auto& [flags, words] : qadam_cases) {
+    const CliRun r = fit(flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_TRUE(r.has(words)) << flags << ": missing '" << words << "' in\n" << r.output;
   }
 }
 
@@ -175,6 +187,14 @@ TEST_F(StrategiesCli, BaguaAlgorithmsTrainThroughTheCli) {
                                    "--trainer.devices=2");
   EXPECT_TRUE(decentralized.has("decentralized: float weights averaged with one peer (shift_one)")) << decentralized.output;
   EXPECT_TRUE(std::isfinite(val_loss(decentralized)));
+  const CliRun qadam = fit("--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --optimizer=QAdam "
+                           "--optimizer.warmup_steps=2 --trainer.devices=2");
+  EXPECT_TRUE(qadam.has("qadam: gradients averaged during QAdam's warm-up")) << qadam.output;
+  EXPECT_TRUE(std::isfinite(val_loss(qadam)));
+  const CliRun async = fit("--trainer.strategy=bagua --trainer.strategy.algorithm=async "
+                           "--trainer.strategy.sync_interval_ms=1 --trainer.strategy.warmup_steps=1 --trainer.devices=2");
+  EXPECT_TRUE(async.has("async: weights averaged without blocking training")) << async.output;
+  EXPECT_TRUE(std::isfinite(val_loss(async)));
 }
 
 TEST_F(StrategiesCli, AUsersStrategyTrainsThroughItsOwnProgram) {

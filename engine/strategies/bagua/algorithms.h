@@ -99,6 +99,25 @@ class LowPrecisionDecentralized : public BaguaAlgorithm {
   Tensor self_, left_, right_;
 };
 
+// qadam: the QAdam optimizer's communication (engine/optim/qadam.h). During QAdam's warm-up the
+// gradients are averaged as gradient_allreduce does; after it they stay local and QAdam's
+// momentum is averaged by compressed_group_average (8-bit chunks both ways) before each update.
+// The optimizer must be QAdam (ConfigError otherwise, at the first step).
+class QAdamAlgorithm : public BaguaAlgorithm {
+ public:
+  explicit QAdamAlgorithm(const InitParams& /*params*/) {}
+  std::string name() const override { return "qadam"; }
+  // Before the first step connects to QAdam, its warm-up is not known; QAdam's is at least 1.
+  bool averages_gradients(int64_t step) const override { return warmup_steps_ < 0 || step <= warmup_steps_; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void before_optimizer_step(collectives::Communicator& comm, optim::Optimizer& optimizer, int64_t step) override;
+  std::string describe() const override;
+
+ private:
+  int64_t warmup_steps_ = -1;  // QAdam's, once connected
+};
+
 // async: after warmup_steps optimizer steps of synchronous gradient allreduce, gradients stay
 // local and the weights are averaged asynchronously on a communicator of the algorithm's own.
 // At an optimizer step at least sync_interval_ms after the last round started (and none is in

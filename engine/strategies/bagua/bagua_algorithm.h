@@ -22,6 +22,7 @@
 
 #include "collectives/communicator.h"
 #include "engine/accelerators/named_registry.h"
+#include "engine/optim/optimizer.h"
 #include "engine/strategies/reducer.h"
 
 namespace tandem::bagua {
@@ -43,6 +44,10 @@ class BaguaAlgorithm {
   virtual BucketAverager bucket_averager(const collectives::Communicator& comm) const = 0;
   // Once the module is set up (weights equal on every rank), with its trainable parameters.
   virtual void on_setup(const std::vector<Tensor>& /*params*/) {}
+  // Before optimizer step `step` (counted from 1), with the optimizer that will take it
+  // (qadam connects QAdam's momentum averaging here).
+  virtual void before_optimizer_step(collectives::Communicator& /*comm*/, optim::Optimizer& /*optimizer*/,
+                                     int64_t /*step*/) {}
   // After every optimizer step taken; `step` counts them from 1.
   virtual void after_optimizer_step(collectives::Communicator& /*comm*/, const std::vector<Tensor>& /*params*/,
                                     int64_t /*step*/) {}

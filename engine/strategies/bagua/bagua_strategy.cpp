@@ -66,6 +66,7 @@ void BaguaStrategy::backward(const Tensor& loss, double factor, bool will_step) 
 }
 
 void BaguaStrategy::optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) {
+  algorithm_->before_optimizer_step(*comm_, optimizer, steps_ + 1);
   DDPStrategy::optimizer_step(optimizer, before_step);
   algorithm_->after_optimizer_step(*comm_, trainable_, ++steps_);
 }

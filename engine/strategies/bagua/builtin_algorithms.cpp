@@ -22,6 +22,9 @@ BaguaAlgorithmRegistry& bagua_algorithm_registry() {
                                           "8-bit compressed differences after the step",
            [](const InitParams& p) { return std::make_unique<LowPrecisionDecentralized>(p); },
            {{"communication_interval", "1"}});
+    r->add("qadam", "the QAdam optimizer's communication: gradients averaged during its warm-up, then its momentum "
+                    "compressed to 8 bits (--optimizer=QAdam)",
+           [](const InitParams& p) { return std::make_unique<QAdamAlgorithm>(p); });
     r->add("async", "warm-up steps of gradient allreduce, then weights averaged by non-blocking rounds every "
                     "sync_interval_ms while training goes on; replicas equal at the end",
            [](const InitParams& p) { return std::make_unique<AsyncModelAverage>(p); },
