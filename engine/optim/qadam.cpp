@@ -41,7 +41,12 @@ void QAdam::update_group(const std::vector<ParamUpdate>& items, const nlohmann::
     m.copy_(add(m * beta1, g * (1.0 - beta1)));
     averager_(m);
     const Tensor denominator = sqrt(v) / frozen_correction + eps;
-    param.copy_(sub(param, div(m, denominator) * (lr / (1.0 - std::pow(beta1, double(t))))));
+    // An element whose gradient was zero throughout the warm-up has no variance estimate; its
+    // averaged momentum is compression error only (up to 1/510 of its block's range), which
+    // eps alone would turn into a step of ~1e5 x lr. It keeps its value, as under Adam.
+    const Tensor zeros = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    const Tensor step_size = where(gt(v, zeros), div(m, denominator), zeros);
+    param.copy_(sub(param, step_size * (lr / (1.0 - std::pow(beta1, double(t))))));
   }
 }
 

@@ -4,6 +4,7 @@
 //   t >  warmup_steps: g' = g + weight_decay * p  (this rank's gradient, not averaged)
 //                      m = beta1 * m + (1 - beta1) g';  m <- momentum_averager(m)  (the ranks' mean)
 //                      p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^warmup_steps) + eps)
+//                      (elements with v = 0, never a gradient during the warm-up, stay put)
 // The averager is set by the strategy that carries the communication (bagua with
 // algorithm=qadam); stepping without one is a ConfigError naming that strategy.
 #pragma once

@@ -68,5 +68,21 @@ TEST(QAdam, AdamWhileWarmingUpThenAveragedMomentumAndFrozenVariance) {
   EXPECT_EQ(qadam.state_of(q).at("exp_avg_sq").to_vector<float>(), v2) << "the variance is frozen after warm-up";
 }
 
+TEST(QAdam, AnElementWithoutVarianceStaysPutAfterWarmUp) {
+  Tensor p = Tensor::from_vector<float>({1.0f, 3.0f}, {2}).requires_grad_();
+  QAdam qadam({p}, AdamOptions{0.1, {0.9, 0.99}, 1e-8, 0.0}, 1);
+  // The averager leaves compression-like noise where the momentum was exactly zero.
+  qadam.set_momentum_averager([](const Tensor& m) {
+    Tensor target = m;
+    target.copy_(Tensor::from_vector<float>({m.to_vector<float>()[0], 1e-3f}, {2}));
+  });
+  set_grad(p, {0.5f, 0.0f});
+  qadam.step();  // warm-up: element 1 has gradient 0, so v = 0 there
+  set_grad(p, {0.5f, 0.0f});
+  qadam.step();
+  EXPECT_EQ(p.to_vector<float>()[1], 3.0f);
+  EXPECT_LT(p.to_vector<float>()[0], 0.85f);  // element 0 moved by about lr per step
+}
+
 }  // namespace
 }  // namespace tandem::optim
