@@ -19,7 +19,8 @@
 namespace tandem {
 
 // Init parameters are strings: they come from flags, YAML and plugins alike, and each class
-// parses the few it understands.
+// parses the few it understands. An entry's default_params declare the options it takes (a
+// default of "" means "no default: unset unless given"); create() refuses any other key.
 using InitParams = std::map<std::string, std::string>;
 
 inline std::string lower_case(std::string s) {
@@ -69,11 +70,20 @@ class NamedRegistry {
     return it->second;
   }
 
-  // Builds an instance; `params` override the entry's defaults key by key.
+  // Builds an instance; `params` override the entry's defaults key by key. A key the entry does
+  // not declare is a ConfigError that names what the entry takes.
   std::unique_ptr<Base> create(const std::string& name, const InitParams& params = {}) const {
     Entry entry = get(name);
     InitParams merged = entry.default_params;
-    for (const auto& [k, v] : params) merged[k] = v;
+    for (const auto& [k, v] : params) {
+      if (!entry.default_params.count(k)) {
+        std::string taken;
+        for (const auto& [d, _] : entry.default_params) taken += (taken.empty() ? "" : ", ") + d;
+        throw ConfigError(kind_ + " '" + entry.name + "' has no option '" + k + "' (given " + k + "=" + v + "); " +
+                          (taken.empty() ? "it takes no options" : "its options are: " + taken));
+      }
+      merged[k] = v;
+    }
     return entry.factory(merged);
   }
 

@@ -43,18 +43,61 @@ std::string resolve_key(const ConfigSchema& schema, const std::string& key, cons
   return key;
 }
 
+// A name-with-options value as a mapping: "bagua" -> {name: bagua}; a mapping is copied.
+YAML::Node as_named_mapping(const YAML::Node& value) {
+  if (value && value.IsMap()) return YAML::Clone(value);
+  YAML::Node mapping(YAML::NodeType::Map);
+  mapping["name"] = YAML::Clone(value);
+  return mapping;
+}
+
+// `--trainer.strategy.algorithm=x`: the option `trainer.strategy` when it takes sub-options,
+// with `sub` set to "algorithm"; nullptr otherwise.
+const OptionSpec* sub_option_parent(const ConfigSchema& schema, const std::string& key, std::string* parent,
+                                    std::string* sub) {
+  const size_t last = key.rfind('.');
+  if (last == std::string::npos || key.find('.') == last) return nullptr;
+  const OptionSpec* option = schema.find(key.substr(0, last));
+  if (!option || !option->takes_sub_options) return nullptr;
+  *parent = key.substr(0, last);
+  *sub = key.substr(last + 1);
+  return option;
+}
+
 // `prefix` is "--" for flags and "" for config-file keys, so suggestions read right in both;
 // `extra` are the program's own flags, which a mistyped flag may have meant.
 void check_and_set(const ConfigSchema& schema, YAML::Node& config, const std::string& key,
                    const YAML::Node& value, const std::string& prefix,
                    const std::vector<std::string>& extra = {}) {
   const std::string resolved = resolve_key(schema, key, value);
+  std::string parent, sub;
+  if (const OptionSpec* option = sub_option_parent(schema, resolved, &parent, &sub)) {
+    if (sub.empty() || sub == "name" || !value.IsScalar()) {
+      throw ConfigError(prefix + resolved + "=" + yaml_to_text(value) + " is not valid: set an option of " + parent +
+                        " to a single value, like " + prefix + parent + ".<option>=VALUE (and its name with " +
+                        prefix + parent + "=NAME)");
+    }
+    YAML::Node mapping = as_named_mapping(get_config_value(config, parent));
+    mapping[sub] = YAML::Clone(value);
+    check_option_value(*option, parent, mapping);
+    set_config_value(config, parent, mapping);
+    return;
+  }
   const size_t dot = resolved.find('.');
   const SectionSpec* section = dot == std::string::npos ? nullptr : schema.section(resolved.substr(0, dot));
   if (!schema.find(resolved) && !(section && section->open)) {
     throw ConfigError(schema.unknown_key_message(resolved, prefix, extra));
   }
   schema.check(resolved, value);
+  const OptionSpec* option = schema.find(resolved);
+  const YAML::Node current = get_config_value(config, resolved);
+  if (option && option->takes_sub_options && value.IsScalar() && current.IsMap()) {
+    // A new name keeps the options set before it (flags apply after config files).
+    YAML::Node mapping = YAML::Clone(current);
+    mapping["name"] = YAML::Clone(value);
+    set_config_value(config, resolved, mapping);
+    return;
+  }
   set_config_value(config, resolved, value);
 }
 

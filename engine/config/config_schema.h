@@ -35,6 +35,10 @@ struct OptionSpec {
   bool nullable = false;          // whether null is allowed
   // Extra check after the kind check; throws ConfigError. Gets the dotted key for messages.
   std::function<void(const YAML::Node& value, const std::string& key)> validate;
+  // A named choice with options of its own (trainer.strategy): the value is a name, or a mapping
+  // {name: ..., key: value, ...}; `--trainer.strategy.algorithm=x` sets one key of that mapping
+  // and `--trainer.strategy=bagua` its name. Whoever builds the named object checks the keys.
+  bool takes_sub_options = false;
 };
 
 struct SectionSpec {

@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/optim/adam.h"
+#include "engine/optim/qadam.h"
 #include "engine/optim/sgd.h"
 
 namespace tandem {
@@ -73,7 +74,13 @@ const std::vector<ClassSpec>& optimizer_classes() {
     ClassSpec adamw{"AdamW", "Adam with decoupled weight decay (torch.optim.AdamW)",
                     {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
                      non_negative_float("weight_decay", "0.01", "decoupled weight decay")}};
-    return std::vector<ClassSpec>{sgd, adam, adamw};
+    ClassSpec qadam{"QAdam", "Adam, then 8-bit compressed momentum with the variance frozen (Bagua's QAdam; only with "
+                             "--trainer.strategy=bagua --trainer.strategy.algorithm=qadam)",
+                    {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
+                     non_negative_float("weight_decay", "0.0", "L2 penalty"),
+                     positive_int("warmup_steps", YAML::Node(100), "Adam steps on averaged gradients before the "
+                                                                  "momentum is compressed and the variance frozen")}};
+    return std::vector<ClassSpec>{sgd, adam, adamw, qadam};
   }();
   return classes;
 }
@@ -144,7 +151,11 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std:
     optim::AdamWOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
     return std::make_shared<optim::AdamW>(std::move(params), o);
   }
-  throw ConfigError("--optimizer=" + name + " is not valid: expected one of SGD, Adam, AdamW");
+  if (name == "QAdam") {
+    optim::AdamOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
+    return std::make_shared<optim::QAdam>(std::move(params), o, section["warmup_steps"].as<int64_t>());
+  }
+  throw ConfigError("--optimizer=" + name + " is not valid: expected one of SGD, Adam, AdamW, QAdam");
 }
 
 SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& optimizer, const RunLength& run) {

@@ -1,5 +1,7 @@
 #include "engine/config/trainer_section.h"
 
+#include <tuple>
+
 #include "engine/accelerators/device_parsing.h"
 #include "engine/accelerators/precision.h"
 #include "engine/config/class_section.h"
@@ -36,8 +38,13 @@ SectionSpec trainer_section() {
   add(make_option("devices", ValueKind::Devices, YAML::Node("auto"),
              "which devices: k (first k), -1 or auto (all), [1, 3] or \"1, 3\" (those GPUs); on "
              "cpu, the number of processes"));
-  add(make_option("strategy", ValueKind::String, YAML::Node("auto"),
-             "auto, single_device, ddp, ddp_spawn, dp, or a registered strategy"));
+  OptionSpec strategy = make_option("strategy", ValueKind::Any, YAML::Node("auto"),
+                                    "auto, single_device, ddp, ddp_spawn, dp, ddp2, horovod, bagua, or a registered "
+                                    "strategy; with options: --trainer.strategy.<option>=VALUE or "
+                                    "{name: bagua, algorithm: bytegrad} (docs/STRATEGIES.md)");
+  strategy.takes_sub_options = true;
+  strategy.validate = [](const YAML::Node& v, const std::string& key) { strategy_from_yaml(v, key); };
+  add(strategy);
   OptionSpec nodes = make_option("num_nodes", ValueKind::Int, YAML::Node(1), "number of machines");
   nodes.validate = at_least(1, "num_nodes must be a positive integer (the number of machines)");
   add(nodes);
@@ -146,6 +153,31 @@ ConfigSchema make_trainer_schema() {
   return schema;
 }
 
+std::pair<std::string, InitParams> strategy_from_yaml(const YAML::Node& value, const std::string& key) {
+  if (value && value.IsScalar()) return {value.Scalar(), {}};
+  const std::string expected = "; expected a strategy name (ddp, bagua, ...) or a mapping like "
+                               "{name: bagua, algorithm: bytegrad} whose values are single values";
+  if (!value || !value.IsMap()) throw ConfigError("--" + key + "=" + yaml_to_text(value) + " is not valid" + expected);
+  std::string name;
+  InitParams options;
+  for (const auto& entry : value) {
+    const std::string option = entry.first.as<std::string>();
+    if (!entry.second.IsScalar()) {
+      throw ConfigError("--" + key + "." + option + "=" + yaml_to_text(entry.second) + " is not valid" + expected);
+    }
+    if (option == "name") {
+      name = entry.second.Scalar();
+    } else {
+      options[option] = entry.second.Scalar();
+    }
+  }
+  if (name.empty()) {
+    throw ConfigError("--" + key + "=" + yaml_to_text(value) + " names no strategy: add name, like " +
+                      "{name: bagua, ...} or --" + key + "=bagua");
+  }
+  return {name, options};
+}
+
 DevicesSpec devices_from_yaml(const YAML::Node& value) {
   if (value && value.IsScalar()) {
     int n = 0;
@@ -174,7 +206,8 @@ HardwareOptions hardware_options_from_config(const YAML::Node& config) {
   HardwareOptions options;
   options.accelerator = scalar("accelerator");
   options.devices = devices_from_yaml(get_config_value(config, "trainer.devices"));
-  options.strategy = scalar("strategy");
+  std::tie(options.strategy, options.strategy_options) =
+      strategy_from_yaml(get_config_value(config, "trainer.strategy"), "trainer.strategy");
   if (!parse_int_strict(scalar("num_nodes"), &options.num_nodes)) {
     throw ConfigError("--trainer.num_nodes=" + scalar("num_nodes") + " is not valid: expected a positive integer");
   }

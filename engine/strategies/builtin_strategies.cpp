@@ -1,6 +1,7 @@
 // The registry of built-in strategies and the `strategy=` resolution. Each name maps to the
 // one class that plans, launches and trains it.
 #include "engine/core/error.h"
+#include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/data_parallel_strategy.h"
 #include "engine/strategies/ddp2_strategy.h"
 #include "engine/strategies/ddp_strategy.h"
@@ -28,6 +29,10 @@ StrategyRegistry& strategy_registry() {
     r->add("ddp2", "dp inside each node (one process per node over its devices), ddp across nodes (root "
                    "gradients averaged); effective batch = batch x num_nodes",
            [](const InitParams&) { return std::make_unique<DDP2Strategy>(); });
+    r->add("bagua", "ddp's processes and batch with Bagua's communication algorithms: --trainer.strategy.algorithm="
+                    "gradient_allreduce (default), bytegrad, decentralized, low_precision_decentralized, qadam, async "
+                    "(docs/STRATEGIES.md)",
+           [](const InitParams& p) { return std::make_unique<BaguaStrategy>(p); }, bagua_strategy_options());
     return r;
   }();
   return *registry;
@@ -41,10 +46,14 @@ void validate_num_nodes(int num_nodes) {
 }
 
 StrategyChoice select_strategy(const std::string& requested, const StrategyContext& context,
-                               const StrategyRegistry& registry) {
+                               const StrategyRegistry& registry, const InitParams& options) {
   validate_num_nodes(context.num_nodes);
   StrategyChoice choice;
   std::string name = lower_case(requested);
+  if (name == "auto" && !options.empty()) {
+    throw ConfigError("strategy=auto takes no options (given " + options.begin()->first + "=" +
+                      options.begin()->second + "); name the strategy they belong to, e.g. --trainer.strategy=bagua");
+  }
   if (name == "auto") {
     if (context.num_nodes > 1) {
       name = "ddp";
@@ -60,7 +69,7 @@ StrategyChoice select_strategy(const std::string& requested, const StrategyConte
                       registry.joined_names());
   }
   choice.name = name;
-  choice.strategy = registry.create(name);
+  choice.strategy = registry.create(name, options);
   choice.strategy->validate(context);
   return choice;
 }

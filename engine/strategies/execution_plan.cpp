@@ -114,7 +114,7 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
 
   StrategyChoice st = select_strategy(
       options.strategy, StrategyContext{acc.name, static_cast<int>(indices.size()), options.num_nodes},
-      strategies);
+      strategies, options.strategy_options);
   plan.strategy = st.name;
   plan.notes.insert(plan.notes.end(), st.notes.begin(), st.notes.end());
   plan.processes_per_node = st.strategy->processes_per_node(static_cast<int>(indices.size()));

@@ -27,6 +27,9 @@ struct HardwareOptions {
   std::string accelerator = "auto";
   DevicesSpec devices = "auto";
   std::string strategy = "auto";
+  // The strategy's own options (bagua: algorithm, hierarchical, ...); the registry refuses keys
+  // the strategy does not declare.
+  InitParams strategy_options;
   int num_nodes = 1;
   PrecisionSpec precision = "32-true";
   // Lightning's auto_select_gpus: with accelerator=cuda and devices=k (or -1/"auto"), take the

@@ -26,6 +26,7 @@ struct Reducer::State {
   std::vector<int64_t> pending;                // unfilled slots per bucket
   size_t next_to_launch = 0;
   std::vector<WorkHandle> works;               // per bucket, once launched
+  BucketAverager average_bucket;               // empty: allreduce(avg)
   ReducerStats stats;
 
   Tensor slot(size_t param) const {
@@ -48,7 +49,8 @@ struct Reducer::State {
   // Launches ready buckets in bucket order; `from_backward` only counts where they started.
   void launch_ready(bool from_backward) {
     while (next_to_launch < buckets.size() && pending[next_to_launch] == 0) {
-      works[next_to_launch] = comm->allreduce_async(buffers[next_to_launch], ReduceOp::Avg);
+      const Tensor& bucket = buffers[next_to_launch];
+      works[next_to_launch] = average_bucket ? average_bucket(*comm, bucket) : comm->allreduce_async(bucket, ReduceOp::Avg);
       stats.bucket_launches += 1;
       if (from_backward) stats.buckets_launched_in_backward += 1;
       ++next_to_launch;
@@ -139,6 +141,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::shared_ptr<collectives::Commun
   State& s = *state_;
   s.params = std::move(params);
   s.comm = std::move(comm);
+  s.average_bucket = options.average_bucket;
   check_same_parameters(s.params, *s.comm);
   s.buckets = assign_buckets(s.params, options);
   s.bucket_of.assign(s.params.size(), 0);

@@ -8,7 +8,8 @@
 //
 // During backward, each parameter's post-accumulate hook copies its final .grad into its
 // bucket slot; when a bucket's last slot is filled the bucket becomes ready, and ready buckets
-// are launched as asynchronous allreduce(avg) strictly in bucket order (0, 1, 2, ...), so every
+// are launched as asynchronous allreduce(avg) (or the options' average_bucket, bagua's
+// algorithms) strictly in bucket order (0, 1, 2, ...), so every
 // rank issues the same collectives in the same order even if its gradients finish in another
 // order. finalize() (before the optimizer step) fills the slots of parameters that got no
 // gradient this pass (their accumulated .grad, or zeros), launches what is left, waits for all
@@ -23,6 +24,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,9 +34,17 @@
 
 namespace tandem {
 
+// Starts averaging one flat bucket across the ranks, in place (the result replaces the
+// bucket's values once the returned Work completes). Every rank calls it for the same buckets
+// in the same order.
+using BucketAverager = std::function<collectives::WorkHandle(collectives::Communicator& comm, const Tensor& bucket)>;
+
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25ll << 20;
   int64_t first_bucket_cap_bytes = 1ll << 20;
+  // How a bucket is averaged; empty: allreduce(avg). Bagua's algorithms put theirs here
+  // (hierarchical, compressed).
+  BucketAverager average_bucket;
 };
 
 // Where each bucket sits, for tests and logs.

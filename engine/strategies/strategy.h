@@ -13,7 +13,8 @@
 //   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
 //
 // Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
-// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h). A user's class registered under a new name trains the same way
+// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h), bagua
+// (bagua/bagua_strategy.h). A user's class registered under a new name trains the same way
 // (apps/examples/custom_strategy).
 //
 // Strategies see the LightningModule interface (its steps and hooks), never the Trainer.
@@ -192,9 +193,11 @@ struct StrategyChoice {
 
 // Resolves `strategy=...` (case-insensitive). "auto": num_nodes > 1 -> ddp; one device ->
 // single_device; more -> ddp. Validates num_nodes (> 0) and the strategy against the context.
-// Throws ConfigError for unknown names (listing registered ones) and invalid combinations.
+// Throws ConfigError for unknown names (listing registered ones), options the strategy does not
+// take (naming those it does) and invalid combinations.
 StrategyChoice select_strategy(const std::string& requested, const StrategyContext& context,
-                               const StrategyRegistry& registry = strategy_registry());
+                               const StrategyRegistry& registry = strategy_registry(),
+                               const InitParams& options = {});
 
 // Throws ConfigError unless num_nodes is a positive integer.
 void validate_num_nodes(int num_nodes);

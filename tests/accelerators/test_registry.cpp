@@ -46,6 +46,9 @@ TEST(AcceleratorRegistry, DefaultParamsAndOverrides) {
   EXPECT_EQ(registry.get("xpu").default_params.at("device_count"), "4");
   EXPECT_EQ(registry.create("xpu")->auto_device_count(), 4);
   EXPECT_EQ(registry.create("Xpu", {{"device_count", "8"}})->auto_device_count(), 8);
+  // A parameter the entry does not declare is refused with the ones it does.
+  expect_error<ConfigError>([&] { registry.create("xpu", {{"device_cnt", "8"}}); },
+                            {"accelerator 'xpu' has no option 'device_cnt'", "its options are: device_count"});
 }
 
 TEST(AcceleratorRegistry, UnknownListsRegistered) {
@@ -147,7 +150,7 @@ TEST(XpuFromUserProgram, PlansEndToEnd) {
 // ---- strategies ----
 TEST(StrategyRegistry, BuiltInsAndCaseInsensitive) {
   auto names = tandem::strategy_registry().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"ddp", "ddp2", "ddp_spawn", "dp", "horovod", "single_device"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"bagua", "ddp", "ddp2", "ddp_spawn", "dp", "horovod", "single_device"}));
   tandem::StrategyContext ctx{"cuda", 2, 1};
   EXPECT_EQ(tandem::select_strategy("DDP", ctx).name, "ddp");
   EXPECT_EQ(tandem::select_strategy("Ddp_Spawn", ctx).name, "ddp_spawn");
@@ -156,8 +159,8 @@ TEST(StrategyRegistry, BuiltInsAndCaseInsensitive) {
 }
 
 TEST(StrategyRegistry, UnknownListsRegistered) {
-  expect_error<ConfigError>([] { tandem::select_strategy("bagua", {"cpu", 1, 1}); },
-                            {"unknown strategy 'bagua'", "ddp, ddp2, ddp_spawn, dp, horovod, single_device"});
+  expect_error<ConfigError>([] { tandem::select_strategy("colossal", {"cpu", 1, 1}); },
+                            {"unknown strategy 'colossal'", "bagua, ddp, ddp2, ddp_spawn, dp, horovod, single_device"});
 }
 
 TEST(StrategySelection, AutoRules) {

@@ -5,12 +5,15 @@
 //   - ddp_spawn starts its second process itself and lands where ddp lands;
 //   - `tandem plan` and `tandem fit` agree on whether a configuration can train (same exit code
 //     and error);
-//   - a user's strategy registered by its own program (microbatch_cli) trains.
+//   - a user's strategy registered by its own program (microbatch_cli) trains;
+//   - bagua: gradient_allreduce lands where ddp lands, bytegrad near it, decentralized and the
+//     YAML mapping form train; invalid algorithms and options are exit 2 saying what is allowed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "tests/support/run_command.h"
@@ -115,13 +118,83 @@ TEST_F(StrategiesCli, Ddp2AtTwoNodesTimesTwoDevicesLandsWhereDdpAtTwoRanksLands)
 TEST_F(StrategiesCli, PlanAndFitAgreeOnWhatCanTrain) {
   for (const std::string flags : {"--trainer.strategy=dp --trainer.devices=3", "--trainer.strategy=ddp2 --trainer.devices=2",
                                   "--trainer.strategy=dp --trainer.num_nodes=2", "--trainer.strategy=ddp_spawn --trainer.num_nodes=2",
-                                  "--trainer.strategy=bagua", "--trainer.strategy=dp --trainer.precision=64-true"}) {
+                                  "--trainer.strategy=bagua --trainer.strategy.algorithm=nope",
+                                  "--trainer.strategy=dp --trainer.precision=64-true"}) {
     const CliRun plan = run("", TANDEM_CLI_PATH, "plan " + common + " " + flags, dir);
     const CliRun trained = fit(flags + " --trainer.fast_dev_run=true");
     EXPECT_EQ(plan.exit_code, trained.exit_code) << flags << "\nplan: " << plan.output << "\nfit: " << trained.output;
     // The same error, after the subcommand's name.
     if (plan.exit_code == 2) EXPECT_EQ(plan.err.substr(plan.err.find("error:")), trained.err.substr(trained.err.find("error:")));
   }
+}
+
+TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=nope --trainer.devices=2",
+       {"unknown algorithm 'nope'", "async, bytegrad, decentralized, gradient_allreduce, low_precision_decentralized, qadam"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=1",
+       {"algorithm=bytegrad", "1 process", "--trainer.devices=N"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=low_precision_decentralized --trainer.devices=1",
+       {"low_precision_decentralized", "1 process"}},
+      {"--trainer.strategy=ddp --trainer.strategy.algorithm=bytegrad --trainer.devices=2",
+       {"strategy 'ddp' has no option 'algorithm'", "takes no options"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=decentralized --trainer.strategy.hierarchical=true",
+       {"algorithm=decentralized does not take hierarchical", "communication_interval, peer_selection_mode"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=decentralized --trainer.strategy.communication_interval=0",
+       {"communication_interval=0", "integer >= 1"}},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=async --trainer.strategy.sync_interval_ms=0 --trainer.devices=2",
+       {"sync_interval_ms=0 is not valid", "integer >= 1"}},
+      {"--trainer.strategy=bagua --trainer.strategy.hierarchical=true --trainer.strategy.ranks_per_node=3 --trainer.devices=2",
+       {"ranks_per_node=3", "divisor"}},
+  };
+  for (const auto& [flags, words] : cases) {
+    const CliRun r = fit(flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_FALSE(r.has("relaunching")) << flags << "\n" << r.output;
+    for (const auto& w : words) EXPECT_TRUE(r.has(w)) << flags << ": missing '" << w << "' in\n" << r.output;
+  }
+  // QAdam and the qadam algorithm need each other; the mismatch shows at the first optimizer step.
+  const std::vector<std::pair<std::string, std::string>> qadam_cases{
+      {"--optimizer=QAdam --trainer.devices=1", "runs only under --trainer.strategy=bagua --trainer.strategy.algorithm=qadam"},
+      {"--optimizer=QAdam --trainer.strategy=bagua --trainer.devices=1", "runs only under --trainer.strategy=bagua"},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --trainer.devices=1",
+       "the optimizer is Adam; use --optimizer=QAdam"},
+  };
+  for (const auto& [flags, words] : qadam_cases) {
+    const CliRun r = fit(flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_TRUE(r.has(words)) << flags << ": missing '" << words << "' in\n" << r.output;
+  }
+}
+
+TEST_F(StrategiesCli, BaguaAlgorithmsTrainThroughTheCli) {
+  const double ddp = val_loss(fit("--trainer.strategy=ddp --trainer.devices=2"));
+  const CliRun allreduce = fit("--trainer.strategy=bagua --trainer.devices=2");
+  EXPECT_TRUE(allreduce.has("relaunching as")) << allreduce.output;
+  EXPECT_TRUE(allreduce.has("bagua: 2 ranks over mpi")) << allreduce.output;
+  EXPECT_TRUE(allreduce.has("gradient_allreduce: float gradients averaged in buckets")) << allreduce.output;
+  EXPECT_NEAR(val_loss(allreduce), ddp, 1e-6);
+  const CliRun hierarchical = fit("--trainer.strategy=bagua --trainer.strategy.hierarchical=true "
+                                  "--trainer.strategy.ranks_per_node=1 --trainer.devices=2");
+  EXPECT_NEAR(val_loss(hierarchical), ddp, 1e-5 * ddp);
+  const CliRun bytegrad = fit("--trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=2");
+  EXPECT_TRUE(bytegrad.has("bytegrad: gradients sent as 8-bit codes")) << bytegrad.output;
+  EXPECT_NEAR(val_loss(bytegrad), ddp, 0.05 * ddp);
+  // The YAML mapping form, with a flag naming one more option.
+  const fs::path yaml = dir / "bagua.yaml";
+  std::ofstream(yaml) << "trainer:\n  strategy: {name: bagua, algorithm: decentralized}\n";
+  const CliRun decentralized = fit("--config " + yaml.string() + " --trainer.strategy.peer_selection_mode=shift_one "
+                                   "--trainer.devices=2");
+  EXPECT_TRUE(decentralized.has("decentralized: float weights averaged with one peer (shift_one)")) << decentralized.output;
+  EXPECT_TRUE(std::isfinite(val_loss(decentralized)));
+  const CliRun qadam = fit("--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --optimizer=QAdam "
+                           "--optimizer.warmup_steps=2 --trainer.devices=2");
+  EXPECT_TRUE(qadam.has("qadam: gradients averaged during QAdam's warm-up")) << qadam.output;
+  EXPECT_TRUE(std::isfinite(val_loss(qadam)));
+  const CliRun async = fit("--trainer.strategy=bagua --trainer.strategy.algorithm=async "
+                           "--trainer.strategy.sync_interval_ms=1 --trainer.strategy.warmup_steps=1 --trainer.devices=2");
+  EXPECT_TRUE(async.has("async: weights averaged without blocking training")) << async.output;
+  EXPECT_TRUE(std::isfinite(val_loss(async)));
 }
 
 TEST_F(StrategiesCli, AUsersStrategyTrainsThroughItsOwnProgram) {

@@ -1,0 +1,160 @@
+// The built-in bagua algorithms (registered in builtin_algorithms.cpp; docs/STRATEGIES.md says
+// what each sends).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/strategies/bagua/bagua_algorithm.h"
+
+namespace tandem::bagua {
+
+// Options of the algorithms that average gradient buckets.
+struct GradientOptions {
+  bool hierarchical = false;
+  int ranks_per_node = 0;  // 0: the communicator's local size (the ranks the launcher put on a node)
+};
+GradientOptions parse_gradient_options(const InitParams& params);
+
+// gradient_allreduce: ddp's allreduce(avg) of each bucket; hierarchical: exact averages inside
+// each node, across node roots, then back inside (point_to_point.h).
+class GradientAllreduce : public BaguaAlgorithm {
+ public:
+  explicit GradientAllreduce(const InitParams& params);
+  std::string name() const override { return "gradient_allreduce"; }
+  void validate(int world_size) const override;
+  BucketAverager bucket_averager(const collectives::Communicator& comm) const override;
+  std::string describe() const override;
+
+ private:
+  GradientOptions options_;
+};
+
+// bytegrad: each bucket averaged by compressed_group_average (8-bit chunks both ways); with
+// hierarchical, exactly inside each node and compressed across node roots. Needs 2+ ranks.
+class ByteGrad : public BaguaAlgorithm {
+ public:
+  explicit ByteGrad(const InitParams& params);
+  std::string name() const override { return "bytegrad"; }
+  void validate(int world_size) const override;
+  BucketAverager bucket_averager(const collectives::Communicator& comm) const override;
+  std::string describe() const override;
+
+ private:
+  GradientOptions options_;
+};
+
+// The peer of `rank` in exchange number `round` of shift_one (-1: it sits this round out).
+// Round-robin ("circle method") pairing over m seats, m = the world size rounded up to even:
+// round t pairs seat m-1 with seat t mod (m-1) and every other seat a with (2t - a) mod (m-1).
+// The pairing is symmetric (my peer's peer is me, so the exchanges never deadlock) and every
+// m-1 rounds each rank meets every other once. With an odd world size the rank paired with
+// the extra seat keeps its weights that round.
+int shift_one_peer(int rank, int world_size, int64_t round);
+
+// decentralized: gradients stay local; every communication_interval optimizer steps the
+// weights are averaged, with all ranks (allreduce) or with one peer (shift_one_peer).
+class Decentralized : public BaguaAlgorithm {
+ public:
+  explicit Decentralized(const InitParams& params);
+  std::string name() const override { return "decentralized"; }
+  bool averages_gradients(int64_t /*step*/) const override { return false; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  std::string describe() const override;
+
+ private:
+  bool shift_one_ = false;
+  int64_t interval_ = 1;
+};
+
+// low_precision_decentralized: gradients stay local; after every optimizer step each rank mixes
+// its weights with its ring neighbours' (rank - 1 and rank + 1 mod N) as Bagua does, through
+// copies it keeps of their weights:
+//   x <- (x + left copy + right copy) / 3
+//   d = x - self copy, sent 8-bit compressed (min_max_uint8.h) to both neighbours
+//   self copy += decode(d); left copy += decode(left's d); right copy += decode(right's d)
+// Every copy of rank j (its own and its neighbours') is updated by the same decoded bits, so
+// they stay equal. All copies start as the common initial weights. Needs 2+ ranks.
+class LowPrecisionDecentralized : public BaguaAlgorithm {
+ public:
+  explicit LowPrecisionDecentralized(const InitParams& params);
+  std::string name() const override { return "low_precision_decentralized"; }
+  void validate(int world_size) const override;
+  bool averages_gradients(int64_t /*step*/) const override { return false; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  std::string describe() const override;
+
+  // The flat copies (float32) of this rank's own weights and of its left and right neighbours'.
+  const Tensor& self_copy() const { return self_; }
+  const Tensor& left_copy() const { return left_; }
+  const Tensor& right_copy() const { return right_; }
+
+ private:
+  int64_t interval_ = 1;
+  Tensor self_, left_, right_;
+};
+
+// qadam: the QAdam optimizer's communication (engine/optim/qadam.h). During QAdam's warm-up the
+// gradients are averaged as gradient_allreduce does; after it they stay local and QAdam's
+// momentum is averaged by compressed_group_average (8-bit chunks both ways) before each update.
+// The optimizer must be QAdam (ConfigError otherwise, at the first step).
+class QAdamAlgorithm : public BaguaAlgorithm {
+ public:
+  explicit QAdamAlgorithm(const InitParams& /*params*/) {}
+  std::string name() const override { return "qadam"; }
+  // Before the first step connects to QAdam, its warm-up is not known; QAdam's is at least 1.
+  bool averages_gradients(int64_t step) const override { return warmup_steps_ < 0 || step <= warmup_steps_; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void before_optimizer_step(collectives::Communicator& comm, optim::Optimizer& optimizer, int64_t step) override;
+  std::string describe() const override;
+
+ private:
+  int64_t warmup_steps_ = -1;  // QAdam's, once connected
+};
+
+// async: after warmup_steps optimizer steps of synchronous gradient allreduce, gradients stay
+// local and the weights are averaged asynchronously on a communicator of the algorithm's own.
+// At an optimizer step at least sync_interval_ms after the last round started (and none is in
+// flight), a round starts: a snapshot of the weights goes into a non-blocking allreduce(avg),
+// and training goes on. A later step that finds the round complete moves the weights by
+// (average - snapshot), keeping the progress made meanwhile. Each rank starts rounds on its own
+// clock; rounds pair up by order on the own communicator, and finish_training first brings
+// every rank to the same number of rounds, then averages the weights exactly: the replicas end
+// equal. MPI is initialized MPI_THREAD_FUNNELED (only the main thread calls it), so rounds are
+// started and progressed by the training thread between steps instead of by a thread of their own.
+class AsyncModelAverage : public BaguaAlgorithm {
+ public:
+  explicit AsyncModelAverage(const InitParams& params);
+  std::string name() const override { return "async"; }
+  bool averages_gradients(int64_t step) const override { return step <= warmup_steps_; }
+  BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
+  bool needs_own_communicator() const override { return true; }
+  void set_own_communicator(std::shared_ptr<collectives::Communicator> comm) override { own_ = std::move(comm); }
+  void on_setup(const std::vector<Tensor>& params) override;
+  void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
+  void finish_training(collectives::Communicator& comm, const std::vector<Tensor>& params) override;
+  std::string describe() const override;
+
+  int64_t rounds_started() const { return rounds_; }
+  int64_t rounds_applied() const { return applied_; }
+
+ private:
+  void start_round(const std::vector<Tensor>& params);
+  void apply_round(const std::vector<Tensor>& params);
+
+  int64_t interval_ms_ = 0;
+  int64_t warmup_steps_ = 0;
+  std::shared_ptr<collectives::Communicator> own_;
+  Tensor snapshot_, average_;
+  collectives::WorkHandle in_flight_;
+  std::chrono::steady_clock::time_point last_start_{};
+  int64_t rounds_ = 0, applied_ = 0;
+};
+
+}  // namespace tandem::bagua

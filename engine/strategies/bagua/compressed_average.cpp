@@ -1,0 +1,87 @@
+#include "engine/strategies/bagua/compressed_average.h"
+
+#include <algorithm>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/ops/ops.h"
+#include "engine/strategies/bagua/min_max_uint8.h"
+
+namespace tandem::bagua {
+
+namespace {
+
+constexpr int kScatterTag = 7201, kGatherTag = 7202;
+
+}  // namespace
+
+void compressed_group_average(collectives::Communicator& comm, const Tensor& tensor, const std::vector<int>& group,
+                              int64_t block) {
+  const int members = static_cast<int>(group.size());
+  if (members <= 1) return;
+  const auto found = std::find(group.begin(), group.end(), comm.rank());
+  TANDEM_CHECK(found != group.end(), ValueError, "bytegrad: rank " + std::to_string(comm.rank()) + " is not in its group");
+  const int me = static_cast<int>(found - group.begin());
+  NoGradGuard no_grad;
+  // The arithmetic runs on host float32; the result goes back into `tensor` at the end.
+  const Tensor values = tensor.detach().to(Device::cpu()).to(DType::Float32).contiguous().flatten();
+  const int64_t n = values.numel();
+  auto chunk = [&](const Tensor& t, int j) {
+    return t.narrow(0, collectives::chunk_offset(n, members, j), collectives::chunk_count(n, members, j));
+  };
+  const int64_t mine = collectives::chunk_count(n, members, me);
+
+  // Scatter: chunk j to member j; the others' compressed versions of my chunk arrive.
+  std::vector<collectives::WorkHandle> works;
+  std::vector<Tensor> received(static_cast<size_t>(members));
+  std::vector<Tensor> outgoing(static_cast<size_t>(members));
+  for (int j = 0; j < members; ++j) {
+    if (j == me || mine == 0) continue;
+    received[j] = Tensor::empty({compressed_bytes(mine, block)}, DType::UInt8);
+    works.push_back(comm.recv_async(received[j], group[j], kScatterTag));
+  }
+  for (int j = 0; j < members; ++j) {
+    if (j == me || collectives::chunk_count(n, members, j) == 0) continue;
+    outgoing[j] = compress_min_max_uint8(chunk(values, j), block);
+    works.push_back(comm.send_async(outgoing[j], group[j], kScatterTag));
+  }
+  for (auto& w : works) w->wait();
+  works.clear();
+
+  // Reduce my chunk: my exact values plus the others' decompressed ones, in group order.
+  Tensor mean_packed;
+  if (mine > 0) {
+    Tensor sum = chunk(values, me).clone();
+    Tensor decoded = Tensor::empty({mine}, DType::Float32);
+    for (int j = 0; j < members; ++j) {
+      if (j == me) continue;
+      decompress_min_max_uint8(received[j], decoded, block);
+      sum = add(sum, decoded);
+    }
+    mean_packed = compress_min_max_uint8(sum / double(members), block);
+  }
+
+  // Allgather the compressed means; everyone (me included) decodes every chunk.
+  std::vector<Tensor> gathered(static_cast<size_t>(members));
+  for (int j = 0; j < members; ++j) {
+    const int64_t count = collectives::chunk_count(n, members, j);
+    if (j == me || count == 0) continue;
+    gathered[j] = Tensor::empty({compressed_bytes(count, block)}, DType::UInt8);
+    works.push_back(comm.recv_async(gathered[j], group[j], kGatherTag));
+  }
+  if (mine > 0) {
+    for (int j = 0; j < members; ++j) {
+      if (j != me) works.push_back(comm.send_async(mean_packed, group[j], kGatherTag));
+    }
+  }
+  for (auto& w : works) w->wait();
+  gathered[me] = mean_packed;
+  Tensor result = Tensor::empty({n}, DType::Float32);
+  for (int j = 0; j < members; ++j) {
+    if (collectives::chunk_count(n, members, j) > 0) decompress_min_max_uint8(gathered[j], chunk(result, j), block);
+  }
+  Tensor target = tensor;
+  target.copy_(result.view(tensor.shape()));
+}
+
+}  // namespace tandem::bagua

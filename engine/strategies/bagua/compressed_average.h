@@ -1,0 +1,25 @@
+// bytegrad's exchange: the mean of a tensor over a group of ranks with 8-bit compressed
+// messages (min_max_uint8.h) both ways.
+//
+// The tensor is split into one chunk per group member (collectives::chunk_count's rule). Member
+// i compresses every chunk but its own and sends chunk j to member j (scatter); it then owns
+// chunk i: it decompresses the chunks the others sent, adds them to its own exact chunk in group
+// order, divides by the group size, and compresses that mean. Every member sends its compressed
+// mean to all others (allgather) and decompresses all of them, its own included, so every
+// member ends with the same values. Per element the result is within
+//   (1/G) * sum over the other members m of (range of m's block) / 510
+//   + (range of the mean's block) / 510   (+ float32 rounding)
+// of the exact mean, where a block's range is its max - min. On the wire each member sends about
+// 2 x (G-1)/G x (n bytes + 8 bytes per block) instead of float32's 2 x (G-1)/G x 4n.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "collectives/communicator.h"
+
+namespace tandem::bagua {
+
+void compressed_group_average(collectives::Communicator& comm, const Tensor& tensor, const std::vector<int>& group,
+                              int64_t block);
+
+}  // namespace tandem::bagua

@@ -1,0 +1,40 @@
+// 8-bit gradient and weight compression with a min/max scale per block (Bagua's MinMaxUInt8).
+//
+// The input is split into blocks of `block` elements (the last one may be shorter). Each block
+// is sent as its minimum and maximum (two float32, 8 bytes) followed by one byte per element:
+// code = round((x - min) / scale) with scale = (max - min) / 255, decoded as min + code * scale.
+// A decoded element differs from the original by at most scale / 2 plus float32 rounding of
+// the result; a block whose elements are all equal decodes exactly.
+//
+// Non-finite input: a block holding any NaN or +-inf is flagged (its min and max are written
+// as NaN) and decodes to NaN in every element, so a gradient that overflowed stays non-finite
+// after the exchange (the 16-mixed loss scaler then skips the step, as with a plain allreduce)
+// and never turns into finite garbage.
+//
+// The packed form is a flat uint8 tensor of compressed_bytes(numel, block) bytes: the headers of
+// all blocks first, then the codes. Float32 and float64 inputs are accepted (float64 is
+// compressed through float32); tensors on a GPU are staged through host memory.
+#pragma once
+#include <cstdint>
+
+#include "engine/tensor/tensor.h"
+
+namespace tandem::bagua {
+
+// Elements per block when a caller does not choose (Bagua's default chunking is of this order).
+constexpr int64_t kDefaultCompressionBlock = 1024;
+
+// Bytes of the packed form of `numel` elements in blocks of `block`.
+int64_t compressed_bytes(int64_t numel, int64_t block);
+
+// Raw forms: `out` holds compressed_bytes(n, block) bytes.
+void compress_min_max_uint8(const float* values, int64_t n, int64_t block, uint8_t* out);
+void decompress_min_max_uint8(const uint8_t* packed, int64_t n, int64_t block, float* out);
+
+// Tensor forms. compress: any contiguous-able float32/float64 tensor -> uint8 [compressed_bytes].
+// decompress: the packed tensor back into `out` (numel elements, float32 or float64; written in
+// place, on its own device).
+Tensor compress_min_max_uint8(const Tensor& values, int64_t block = kDefaultCompressionBlock);
+void decompress_min_max_uint8(const Tensor& packed, const Tensor& out, int64_t block = kDefaultCompressionBlock);
+
+}  // namespace tandem::bagua
