@@ -99,6 +99,14 @@ TEST(ConfigArgs, BadValuesSayWhatIsAllowed) {
   expect_error<ConfigError>([] { parse({"--trainer.devices=[[0]]"}); }, {"expected an int"});
   expect_error<ConfigError>([] { parse({"--trainer.max_epochs=-5"}); }, {">= -1"});
   expect_error<ConfigError>([] { parse({"--trainer.limit_train_batches=lots"}); }, {"count or a float fraction"});
+  // Scalars the kind check used to accept but yaml-cpp cannot read as that kind (fuzz findings):
+  // 09 (octal to yaml-cpp), 010 (8 to yaml-cpp, 10 to a person), inf (yaml-cpp spells it .inf),
+  // tRUE (not one of yaml-cpp's spellings of true).
+  expect_error<ConfigError>([] { parse({"--trainer.max_epochs=09"}); }, {"--trainer.max_epochs=09", "expected an integer"});
+  expect_error<ConfigError>([] { parse({"--trainer.max_epochs=010"}); }, {"--trainer.max_epochs=010", "expected an integer"});
+  expect_error<ConfigError>([] { parse({"--trainer.gradient_clip_val=inf"}); }, {"--trainer.gradient_clip_val=inf"});
+  expect_error<ConfigError>([] { parse({"--trainer.allow_tf32=tRUE"}); }, {"--trainer.allow_tf32=tRUE", "true or false"});
+  EXPECT_EQ(parse({"--trainer.max_epochs=10", "--trainer.allow_tf32=True"}).config["trainer"]["max_epochs"].as<int>(), 10);
 }
 
 TEST(ConfigArgs, UsageErrors) {
