@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (tests/fuzz/, clang-14, -DTANDEM_FUZZ=ON) into build-fuzz/ and runs
 # each for a bounded time from its seed corpus. Usage:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets: devices idx
-#                    allreduce_perf_flags safetensors checkpoint config; default all)
+#                    allreduce_perf_flags safetensors checkpoint checkpoint_state config; default all)
 # New interesting inputs go to build-fuzz/fuzz-work/<target>/corpus/ (not into the repository);
 # a crash, leak, timeout or unexpected exception leaves its input in build-fuzz/fuzz-work/<target>/
 # and ends the script with exit 1. To keep one as a regression test, copy it into
@@ -13,7 +13,7 @@ root=$PWD
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(devices idx allreduce_perf_flags safetensors checkpoint config)
+[ ${#targets[@]} -gt 0 ] || targets=(devices idx allreduce_perf_flags safetensors checkpoint checkpoint_state config)
 case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS_PER_TARGET must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 for t in "${targets[@]}"; do
   [ -f "tests/fuzz/fuzz_$t.cpp" ] || { echo "fuzz.sh: no target '$t' (tests/fuzz/fuzz_$t.cpp)" >&2; exit 2; }
