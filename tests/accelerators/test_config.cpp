@@ -158,6 +158,12 @@ TEST(ConfigFile, Errors) {
   expect_error<ConfigError>([] { parse({"--config", "/nonexistent/run.yaml"}); }, {"/nonexistent/run.yaml", "cannot open"});
   TempYaml scalar("42\n", "scalar.yaml");
   expect_error<ConfigError>([&] { parse({"--config", scalar.path}); }, {"top level must be a mapping"});
+  // Keys that are lists (a fuzz finding: they threw YAML::BadConversion), at the top and inside a section.
+  TempYaml list_key("trainer:\n  ? [a, b]\n  : 1\n", "list_key.yaml");
+  expect_error<ConfigError>([&] { parse({"--config", list_key.path}); },
+                            {"--config " + list_key.path + ": the key at line 2 is [a, b]", "option names"});
+  TempYaml top_list_key("? [trainer]\n: 1\n", "top_list_key.yaml");
+  expect_error<ConfigError>([&] { parse({"--config", top_list_key.path}); }, {"the key at line 1 is [trainer]"});
 }
 
 TEST(PrintConfig, RoundTripsThroughAFile) {
