@@ -196,12 +196,23 @@ void Trainer::restore_fit_state(const std::string& path) {
     const nlohmann::json& fit = s.at("loops").at("fit");
     // Counters a run can reach (below 2^53: JSON's exact integers), so that epoch + 1 and the
     // world-size rescaling below cannot overflow; anything else is a damaged file.
+    // Read only when stored as an integer: nlohmann converts a float such as 8.4e19 to int64
+    // with undefined behaviour (a fuzz finding).
     const auto counter = [&](const nlohmann::json& value, const char* name) {
-      const int64_t n = value.get<int64_t>();
-      if (n < 0 || n >= (int64_t(1) << 53))
+      const bool in_range = value.is_number_unsigned() ? value.get<uint64_t>() < (uint64_t(1) << 53)
+                            : value.is_number_integer() && value.get<int64_t>() >= 0 &&
+                                  value.get<int64_t>() < (int64_t(1) << 53);
+      if (!in_range)
         throw DataError("cannot resume fit from " + path + ": its trainer state has " + name + " = " + value.dump() +
                         ", expected an integer from 0 to 2^53; the checkpoint is corrupt: use another one");
-      return n;
+      return value.get<int64_t>();
+    };
+    // The generator's seed and offset take any uint64.
+    const auto u64 = [&](const nlohmann::json& value, const char* name) {
+      if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0))
+        throw DataError("cannot resume fit from " + path + ": its trainer state has " + name + " = " + value.dump() +
+                        ", expected an integer from 0 to 2^64-1; the checkpoint is corrupt: use another one");
+      return value.get<uint64_t>();
     };
     const int64_t epoch = counter(s.at("epoch"), "epoch");
     const bool finished = fit.at("epoch_finished").get<bool>();
@@ -215,8 +226,8 @@ void Trainer::restore_fit_state(const std::string& path) {
     progress_.batch_in_epoch = resume_skip_batches_;
 
     const nlohmann::json& g = s.at("generator");
-    default_generator().seed = g.at("seed").get<uint64_t>();
-    default_generator().offset = g.at("offset").get<uint64_t>();
+    default_generator().seed = u64(g.at("seed"), "generator.seed");
+    default_generator().offset = u64(g.at("offset"), "generator.offset");
     // A 16-mixed run resumes with the loss scale it had learned (absent: the default scale).
     strategy_->load_state_dict(s);
 
