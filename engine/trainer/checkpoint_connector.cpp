@@ -19,6 +19,7 @@
 
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
@@ -159,7 +160,8 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
     sched->load_state_dict(ckpt.scheduler);
     return;
   }
-  const int64_t position = ckpt.scheduler.at("last_epoch").get<int64_t>();
+  const int64_t position = json_integer(ckpt.scheduler.at("last_epoch"), "checkpoint scheduler state last_epoch", -1,
+                                        kMaxJsonCounter);
   const std::vector<double> saved_lrs = group_lrs(optimizer);
   sched->resume_at(position);
   if (is_global_zero) {
@@ -194,18 +196,10 @@ void Trainer::restore_fit_state(const std::string& path) {
     }
 
     const nlohmann::json& fit = s.at("loops").at("fit");
-    // Counters a run can reach (below 2^53: JSON's exact integers), so that epoch + 1 and the
-    // world-size rescaling below cannot overflow; anything else is a damaged file.
-    // Read only when stored as an integer: nlohmann converts a float such as 8.4e19 to int64
-    // with undefined behaviour (a fuzz finding).
+    // Counters a run can reach (below 2^53: JSON's exact integers, stored as integers), so that
+    // epoch + 1 and the world-size rescaling below cannot overflow; anything else is a damaged file.
     const auto counter = [&](const nlohmann::json& value, const char* name) {
-      const bool in_range = value.is_number_unsigned() ? value.get<uint64_t>() < (uint64_t(1) << 53)
-                            : value.is_number_integer() && value.get<int64_t>() >= 0 &&
-                                  value.get<int64_t>() < (int64_t(1) << 53);
-      if (!in_range)
-        throw DataError("cannot resume fit from " + path + ": its trainer state has " + name + " = " + value.dump() +
-                        ", expected an integer from 0 to 2^53; the checkpoint is corrupt: use another one");
-      return value.get<int64_t>();
+      return json_integer(value, "cannot resume fit from " + path + ": its trainer state has " + name, 0, kMaxJsonCounter);
     };
     // The generator's seed and offset take any uint64.
     const auto u64 = [&](const nlohmann::json& value, const char* name) {
