@@ -33,11 +33,13 @@ status=0
 for t in "${targets[@]}"; do
   work="$BUILD_DIR/fuzz-work/$t"
   mkdir -p "$work/corpus"
+  inputs=("$root/tests/fuzz/corpus/$t")
+  [ -d "tests/fuzz/regressions/$t" ] && inputs+=("$root/tests/fuzz/regressions/$t")
   echo "== fuzz_$t for ${seconds}s"
   # -timeout: one input running 10 s is a hang; -rss_limit_mb: 2 GB is a runaway allocation.
   # The run directory is the working directory: the checkpoint target trains under it.
   if ! (cd "$work" && "$BUILD_DIR/bin/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
-        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ corpus "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t" \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ corpus "${inputs[@]}" \
         > fuzz.log 2>&1); then
     echo "fuzz_$t: FINDING; input and log in $work (fuzz.log)" >&2
     grep -E "^==[0-9]+==|SUMMARY|fuzz finding|terminate called|what\(\)" "$work/fuzz.log" | head -5 >&2
