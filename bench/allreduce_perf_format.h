@@ -192,10 +192,19 @@ inline AllreducePerfArgs parse_allreduce_perf_args(int argc, char** argv, const 
   return a;
 }
 
+// The most sizes one sweep may hold: -i's additive steps could otherwise ask for billions
+// (-b 0 -e 1G -i 1), each a timed run, and the list alone would exhaust memory.
+inline constexpr int64_t kPerfMaxSizes = 10000;
+
 // min, then min*f (or min+i with -i), ... up to max; each a whole number of elements of
-// `datatype`. ConfigError when the range holds no whole element.
+// `datatype`. ConfigError when the range holds no whole element, or more than kPerfMaxSizes sizes.
 inline std::vector<int64_t> perf_sizes(const AllreducePerfArgs& a, const std::string& datatype) {
   const int64_t es = perf_dtype_size(datatype);
+  if (a.step_bytes && (a.max_bytes - a.min_bytes) / a.step_bytes >= kPerfMaxSizes)
+    throw ConfigError("-b " + std::to_string(a.min_bytes) + " -e " + std::to_string(a.max_bytes) + " -i " +
+                      std::to_string(a.step_bytes) + " makes " +
+                      std::to_string((a.max_bytes - a.min_bytes) / a.step_bytes + 1) + " sizes, more than the " +
+                      std::to_string(kPerfMaxSizes) + " a run may hold; raise -i or use -f");
   std::vector<int64_t> out;
   for (int64_t b = a.min_bytes; b <= a.max_bytes;) {
     if (b >= es) out.push_back(b / es * es);

@@ -101,6 +101,17 @@ void check_and_set(const ConfigSchema& schema, YAML::Node& config, const std::st
   set_config_value(config, resolved, value);
 }
 
+// A config file's key as text. YAML allows keys that are lists or maps (`? [a, b]: 1`), which
+// no option has: a ConfigError naming the line (as<std::string>() threw BadConversion);
+// merge_config_file adds the file.
+std::string file_key(const YAML::Node& key) {
+  if (!key.IsScalar()) {
+    throw ConfigError("the key at line " + std::to_string(key.Mark().line + 1) + " is " + yaml_to_text(key) +
+                      "; keys are option names like 'trainer' or 'max_epochs'");
+  }
+  return key.Scalar();
+}
+
 }  // namespace
 
 void set_config_value(YAML::Node& config, const std::string& key, const YAML::Node& value) {
@@ -153,12 +164,12 @@ void merge_config_file(const ConfigSchema& schema, const std::string& path, YAML
                       (file.IsSequence() ? std::string("a list") : "the value '" + yaml_to_text(file) + "'"));
   }
   for (const auto& entry : file) {
-    const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     try {
+      const std::string key = file_key(entry.first);
       if (schema.section(key) && value.IsMap()) {
         for (const auto& option : value) {
-          check_and_set(schema, config, key + "." + option.first.as<std::string>(), option.second, "");
+          check_and_set(schema, config, key + "." + file_key(option.first), option.second, "");
         }
       } else {
         check_and_set(schema, config, key, value, "");

@@ -13,31 +13,39 @@ namespace tandem {
 
 namespace {
 
-bool is_int(const std::string& s) {
-  int v = 0;
-  return parse_int_strict(s, &v);
+// Each kind check accepts exactly the scalars the readers can then convert with yaml-cpp's
+// as<T>() (a value that passed the check but failed there escaped as YAML::BadConversion), and
+// an integer only where yaml-cpp reads the same number a person does: "010" is 8 to yaml-cpp
+// (octal) and 10 to a person, "09" nothing to yaml-cpp; both are refused.
+bool is_int(const YAML::Node& v) {
+  int decimal = 0;
+  int64_t read = 0;
+  return parse_int_strict(v.Scalar(), &decimal) && YAML::convert<int64_t>::decode(v, read) && read == decimal;
 }
 
-bool is_float(const std::string& s) {
+bool is_float(const YAML::Node& v) {
+  const std::string& s = v.Scalar();
   if (s.empty()) return false;
   errno = 0;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
-  return errno == 0 && end == s.c_str() + s.size();
+  double read = 0;
+  return errno == 0 && end == s.c_str() + s.size() && YAML::convert<double>::decode(v, read);
 }
 
-bool is_bool(const std::string& s) {
-  const std::string t = lower_case(s);
-  // The spellings yaml-cpp's as<bool>() reads.
-  return t == "true" || t == "false" || t == "yes" || t == "no" || t == "on" || t == "off";
+bool is_bool(const YAML::Node& v) {
+  const std::string t = lower_case(v.Scalar());
+  bool read = false;
+  return (t == "true" || t == "false" || t == "yes" || t == "no" || t == "on" || t == "off") &&
+         YAML::convert<bool>::decode(v, read);
 }
 
 bool kind_matches(const OptionSpec& o, const YAML::Node& v) {
   switch (o.kind) {
-    case ValueKind::Int: return v.IsScalar() && is_int(v.Scalar());
+    case ValueKind::Int: return v.IsScalar() && is_int(v);
     case ValueKind::Float:
-    case ValueKind::Number: return v.IsScalar() && is_float(v.Scalar());
-    case ValueKind::Bool: return v.IsScalar() && is_bool(v.Scalar());
+    case ValueKind::Number: return v.IsScalar() && is_float(v);
+    case ValueKind::Bool: return v.IsScalar() && is_bool(v);
     case ValueKind::String: return v.IsScalar();
     case ValueKind::Devices:
       // Scalars and lists of scalars: the accelerator judges "1, 3" vs "abc" and [0, x], since

@@ -58,7 +58,10 @@ FashionMNISTOptions FashionMNISTOptions::from_json(const nlohmann::json& json) {
   if (!json.is_object()) throw ConfigError("data options must be a mapping, got " + json.dump());
   FashionMNISTOptions options;
   const std::string known = "root, batch_size, val_size, seed, normalize, flatten, prefetch, shuffle, pin_memory";
-  for (const auto& [key, value] : json.items()) {
+  for (const auto& item : json.items()) {
+    // Named, not a structured binding: clang before 16 cannot capture bindings in a lambda.
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     auto need = [&](bool ok, const char* kind) {
       if (!ok) throw ConfigError(key_error(key, std::string("must be ") + kind + ", got " + value.dump()));
     };

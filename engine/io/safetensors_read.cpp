@@ -119,13 +119,16 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   if (shape.size() > size_t(kMaxDims))
     invalid(path, where + " has " + std::to_string(shape.size()) + " dims; Tandem tensors have at most " +
                       std::to_string(kMaxDims));
-  // Products are bounded as they grow so a hostile shape cannot overflow to a small size.
-  unsigned __int128 nbytes = dtype_size(e.dtype);
+  // Products are bounded as they grow so a hostile shape cannot overflow to a small size. The
+  // bound is on the dims with zeros counted as 1 (`extent`): a tensor's strides are products of
+  // its trailing dims, so [0, 2^62, 2^62] holds no bytes yet cannot be laid out in int64.
+  unsigned __int128 nbytes = dtype_size(e.dtype), extent = dtype_size(e.dtype);
   for (const json& d : shape) {
     uint64_t dim = as_u64(d, path, where + ": each shape entry");
-    e.shape.push_back(int64_t(dim));
     nbytes *= dim;
-    if (nbytes > (unsigned __int128)(INT64_MAX)) invalid(path, where + " has an impossibly large shape " + shape.dump());
+    extent *= std::max<uint64_t>(dim, 1);
+    if (extent > (unsigned __int128)(INT64_MAX)) invalid(path, where + " has an impossibly large shape " + shape.dump());
+    e.shape.push_back(int64_t(dim));
   }
 
   const json& offsets = spec["data_offsets"];

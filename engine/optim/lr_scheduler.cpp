@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace tandem::optim {
 
@@ -46,7 +47,7 @@ void LRScheduler::load_state_dict(const nlohmann::json& s) {
   if (base.size() != base_lrs_.size())
     throw StateDictError(name() + ": the loaded state has " + std::to_string(base.size()) + " base rates but the "
                          "optimizer has " + std::to_string(base_lrs_.size()) + " parameter groups");
-  last_epoch_ = s.at("last_epoch").get<int64_t>();
+  last_epoch_ = json_integer(s.at("last_epoch"), name() + " state last_epoch", -1, kMaxJsonCounter);
   base_lrs_ = std::move(base);
   last_lr_ = s.at("_last_lr").get<std::vector<double>>();
 }

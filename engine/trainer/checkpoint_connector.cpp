@@ -22,6 +22,7 @@
 
 #include "engine/accelerators/precision.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
@@ -164,7 +165,8 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
     sched->load_state_dict(ckpt.scheduler);
     return;
   }
-  const int64_t position = ckpt.scheduler.at("last_epoch").get<int64_t>();
+  const int64_t position = json_integer(ckpt.scheduler.at("last_epoch"), "checkpoint scheduler state last_epoch", -1,
+                                        kMaxJsonCounter);
   const std::vector<double> saved_lrs = group_lrs(optimizer);
   sched->resume_at(position);
   if (is_global_zero) {
@@ -190,6 +192,7 @@ void Trainer::restore_fit_state(const std::string& path) {
     throw DataError("cannot resume fit from " + path + ": it holds weights only (no trainer state); load it "
                     "for validate/test/predict, or resume from a checkpoint written by ModelCheckpoint");
   }
+  int64_t saved_world_size = world_size();
   try {
     if (ckpt.optimizer) {
       const std::vector<double> configured_lrs = group_lrs(*optimizer_config_.optimizer);
@@ -198,20 +201,33 @@ void Trainer::restore_fit_state(const std::string& path) {
     }
 
     const nlohmann::json& fit = s.at("loops").at("fit");
-    const int64_t epoch = s.at("epoch").get<int64_t>();
+    // Counters a run can reach (below 2^53: JSON's exact integers, stored as integers), so that
+    // epoch + 1 and the world-size rescaling below cannot overflow; anything else is a damaged file.
+    const auto counter = [&](const nlohmann::json& value, const char* name) {
+      return json_integer(value, "cannot resume fit from " + path + ": its trainer state has " + name, 0, kMaxJsonCounter);
+    };
+    // The generator's seed and offset take any uint64.
+    const auto u64 = [&](const nlohmann::json& value, const char* name) {
+      if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0))
+        throw DataError("cannot resume fit from " + path + ": its trainer state has " + name + " = " + value.dump() +
+                        ", expected an integer from 0 to 2^64-1; the checkpoint is corrupt: use another one");
+      return value.get<uint64_t>();
+    };
+    const int64_t epoch = counter(s.at("epoch"), "epoch");
     const bool finished = fit.at("epoch_finished").get<bool>();
-    progress_.global_step = s.at("global_step").get<int64_t>();
+    progress_.global_step = counter(s.at("global_step"), "global_step");
     progress_.batches_that_stepped = progress_.global_step;
-    progress_.total_batch_idx = fit.at("total_batch_idx").get<int64_t>();
+    progress_.total_batch_idx = counter(fit.at("total_batch_idx"), "loops.fit.total_batch_idx");
     // A finished epoch resumes at the next one; a save inside an epoch resumes at its next batch.
     progress_.epoch = finished ? epoch + 1 : epoch;
-    resume_skip_batches_ = finished ? 0 : fit.at("batch_in_epoch").get<int64_t>();
+    resume_skip_batches_ = finished ? 0 : counter(fit.at("batch_in_epoch"), "loops.fit.batch_in_epoch");
+    if (s.contains("world_size")) saved_world_size = counter(s.at("world_size"), "world_size");
     progress_.batch_in_epoch = resume_skip_batches_;
     resume_after_batch_pending_ = !finished && fit.value("after_batch_pending", false);
 
     const nlohmann::json& g = s.at("generator");
-    default_generator().seed = g.at("seed").get<uint64_t>();
-    default_generator().offset = g.at("offset").get<uint64_t>();
+    default_generator().seed = u64(g.at("seed"), "generator.seed");
+    default_generator().offset = u64(g.at("offset"), "generator.offset");
     // A 16-mixed run resumes with the loss scale it had learned (absent: the default scale).
     strategy_->load_state_dict(s);
 
@@ -224,19 +240,31 @@ void Trainer::restore_fit_state(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw DataError("cannot resume fit from " + path + ": its trainer state is incomplete (" + e.what() +
                     "); it was not written by this Trainer's ModelCheckpoint");
+  } catch (const ValueError& e) {
+    // A setting the optimizer, scheduler or a callback refuses (Adam's betas = [5.9, 0.999]):
+    // the file is damaged or was edited, not this run misconfigured.
+    throw DataError("cannot resume fit from " + path + ": its saved state holds a value out of range (" + e.what() +
+                    "); the checkpoint is corrupt: use another one");
   }
-  if (s.contains("world_size") && s["world_size"].get<int>() != world_size()) {
+  if (saved_world_size != world_size()) {
     // Weights and optimizer state are the same on every rank, so they load at any world size;
     // epochs and optimizer steps mean the same too. Inside an epoch, though, a rank's batch
     // index counts per-rank batches: k of them at W ranks cover the first k*W*B examples of the
     // epoch's global order (DistributedSampler), so at W' ranks that is k*W/W' batches,
     // rounded down (a few examples are seen again rather than skipped).
-    const int saved = s["world_size"].get<int>();
+    const int64_t saved = saved_world_size;
     const int64_t before = resume_skip_batches_;
-    if (saved > 0 && before > 0) resume_skip_batches_ = before * saved / world_size();
+    // Both below 2^53 (checked above): the product fits in 128 bits, and a position past 2^53
+    // batches is a damaged file.
+    const __int128 rescaled = __int128(before) * saved / world_size();
+    if (rescaled >= (__int128(1) << 53))
+      throw DataError("cannot resume fit from " + path + ": its mid-epoch position " + std::to_string(before) +
+                      " at world size " + std::to_string(saved) + " is beyond any epoch; the checkpoint is corrupt");
+    if (saved > 0 && before > 0) resume_skip_batches_ = int64_t(rescaled);
     progress_.batch_in_epoch = resume_skip_batches_;
     if (is_global_zero()) {
-      std::printf("note: resuming a checkpoint written at world size %d on world size %d", saved, world_size());
+      std::printf("note: resuming a checkpoint written at world size %lld on world size %d", static_cast<long long>(saved),
+                  world_size());
       if (before > 0) {
         std::printf("; mid-epoch position %lld per-rank batches becomes %lld", static_cast<long long>(before),
                     static_cast<long long>(resume_skip_batches_));

@@ -99,6 +99,14 @@ TEST(ConfigArgs, BadValuesSayWhatIsAllowed) {
   expect_error<ConfigError>([] { parse({"--trainer.devices=[[0]]"}); }, {"expected an int"});
   expect_error<ConfigError>([] { parse({"--trainer.max_epochs=-5"}); }, {">= -1"});
   expect_error<ConfigError>([] { parse({"--trainer.limit_train_batches=lots"}); }, {"count or a float fraction"});
+  // Scalars the kind check used to accept but yaml-cpp cannot read as that kind (fuzz findings):
+  // 09 (octal to yaml-cpp), 010 (8 to yaml-cpp, 10 to a person), inf (yaml-cpp spells it .inf),
+  // tRUE (not one of yaml-cpp's spellings of true).
+  expect_error<ConfigError>([] { parse({"--trainer.max_epochs=09"}); }, {"--trainer.max_epochs=09", "expected an integer"});
+  expect_error<ConfigError>([] { parse({"--trainer.max_epochs=010"}); }, {"--trainer.max_epochs=010", "expected an integer"});
+  expect_error<ConfigError>([] { parse({"--trainer.gradient_clip_val=inf"}); }, {"--trainer.gradient_clip_val=inf"});
+  expect_error<ConfigError>([] { parse({"--trainer.allow_tf32=tRUE"}); }, {"--trainer.allow_tf32=tRUE", "true or false"});
+  EXPECT_EQ(parse({"--trainer.max_epochs=10", "--trainer.allow_tf32=True"}).config["trainer"]["max_epochs"].as<int>(), 10);
 }
 
 TEST(ConfigArgs, UsageErrors) {
@@ -150,6 +158,12 @@ TEST(ConfigFile, Errors) {
   expect_error<ConfigError>([] { parse({"--config", "/nonexistent/run.yaml"}); }, {"/nonexistent/run.yaml", "cannot open"});
   TempYaml scalar("42\n", "scalar.yaml");
   expect_error<ConfigError>([&] { parse({"--config", scalar.path}); }, {"top level must be a mapping"});
+  // Keys that are lists (a fuzz finding: they threw YAML::BadConversion), at the top and inside a section.
+  TempYaml list_key("trainer:\n  ? [a, b]\n  : 1\n", "list_key.yaml");
+  expect_error<ConfigError>([&] { parse({"--config", list_key.path}); },
+                            {"--config " + list_key.path + ": the key at line 2 is [a, b]", "option names"});
+  TempYaml top_list_key("? [trainer]\n: 1\n", "top_list_key.yaml");
+  expect_error<ConfigError>([&] { parse({"--config", top_list_key.path}); }, {"the key at line 1 is [trainer]"});
 }
 
 TEST(PrintConfig, RoundTripsThroughAFile) {

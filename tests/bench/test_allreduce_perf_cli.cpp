@@ -35,6 +35,7 @@ TEST(AllreducePerfCli, FlagsThatCannotApplyExit2SayingWhy) {
       {"-d uint32", "-d uint32: Tandem's tensors have no uint32"},
       {"-b 99999999999G", "-b 99999999999G: more than the largest size allowed"},
       {"-b 3 -e 3 -d double", "holds no whole double element (8 bytes)"},
+      {"-i 1 -b 5M", "-b 5242880 -e 33554432 -i 1 makes 28311553 sizes, more than the 10000 a run may hold"},
       {"-z 0 --backend nccl", "-z 0: every allreduce runs to completion"},
       {"-x 1", "-x: unknown flag"},
   };

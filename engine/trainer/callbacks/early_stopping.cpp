@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {
@@ -49,8 +50,9 @@ nlohmann::json EarlyStopping::state_dict() const {
 }
 
 void EarlyStopping::load_state_dict(const nlohmann::json& s) {
-  wait_count_ = s.value("wait_count", int64_t{0});
-  stopped_epoch_ = s.value("stopped_epoch", int64_t{0});
+  wait_count_ = json_integer(s.value("wait_count", nlohmann::json(0)), name() + " state wait_count", 0, kMaxJsonCounter);
+  stopped_epoch_ = json_integer(s.value("stopped_epoch", nlohmann::json(0)), name() + " state stopped_epoch", 0,
+                                kMaxJsonCounter);
   if (s.contains("best_score") && s["best_score"].is_number()) best_score_ = s["best_score"].get<double>();
 }
 

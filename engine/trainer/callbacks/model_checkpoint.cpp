@@ -97,7 +97,12 @@ void ModelCheckpoint::load_state_dict(const nlohmann::json& s) {
   if (s.contains("best_model_score") && s["best_model_score"].is_number()) best_model_score_ = s["best_model_score"].get<double>();
   if (s.contains("current_score") && s["current_score"].is_number()) current_score_ = s["current_score"].get<double>();
   best_k_models_ = s.value("best_k_models", std::map<std::string, double>{});
-  kth_best_model_path_ = s.value("kth_best_model_path", "");
+  // The worst of best_k_models, derived from it rather than trusted: a state whose path is not
+  // among them made the next save look up a missing entry (a fuzzed checkpoint found it).
+  kth_best_model_path_.clear();
+  for (const auto& [path, score] : best_k_models_) {
+    if (kth_best_model_path_.empty() || better(best_k_models_.at(kth_best_model_path_), score)) kth_best_model_path_ = path;
+  }
   last_model_path_ = s.value("last_model_path", "");
 }
 
