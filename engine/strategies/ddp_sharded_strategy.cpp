@@ -5,6 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 
 namespace tandem {
