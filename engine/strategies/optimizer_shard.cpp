@@ -162,8 +162,10 @@ optim::OptimizerStateDict OptimizerShard::gather_state() const {
   }
   const Device device = comm_->backend_name() == "nccl" ? flat_.device() : Device::cpu();
   nlohmann::json described = nlohmann::json::object();
-  for (const std::string& text : exchange_text(*comm_, device, mine.dump()))
-    for (const auto& [param, keys] : nlohmann::json::parse(text).items()) described[param] = keys;
+  for (const std::string& text : exchange_text(*comm_, device, mine.dump())) {
+    const nlohmann::json theirs = nlohmann::json::parse(text);  // named: items() of a temporary dangles
+    for (const auto& [param, keys] : theirs.items()) described[param] = keys;
+  }
 
   std::map<std::string, Tensor> gathered;  // key -> N elements
   for (const auto& [param, keys] : described.items())

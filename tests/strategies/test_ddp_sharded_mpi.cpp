@@ -63,7 +63,7 @@ class SgdClassifier : public TinyClassifier {
   }
 };
 
-struct Run {
+struct FitRun {
   std::string strategy;
   bool sgd = false;
   int64_t accumulate = 1;
@@ -94,7 +94,7 @@ struct Outcome {
   StepTraffic traffic;
 };
 
-Outcome fit(const Run& run, const std::string& root) {
+Outcome fit(const FitRun& run, const std::string& root) {
   SyntheticDataModule dm(37, 16, 4);
   manual_seed(42);
   std::unique_ptr<TinyClassifier> model = run.sgd ? std::make_unique<SgdClassifier>() : std::make_unique<TinyClassifier>(0.05, 0.0);
@@ -128,7 +128,7 @@ void expect_trained(const std::vector<float>& weights) {
 TEST(DDPShardedEquivalence, AdamEqualsDdp) {
   SharedDir dir(*g_world, "adam");
   for (int64_t accumulate : {1, 2}) {
-    Run run{"ddp"};
+    FitRun run{"ddp"};
     run.accumulate = accumulate;
     const Outcome ddp = fit(run, dir.path);
     run.strategy = "ddp_sharded";
@@ -144,7 +144,7 @@ TEST(DDPShardedEquivalence, SgdMomentumGroupsAndClippingEqualDdp) {
   // at 0.01 clamps many elements.
   for (const auto& [clip, algorithm] : std::vector<std::pair<std::optional<double>, std::string>>{
            {std::nullopt, "norm"}, {0.05, "norm"}, {0.01, "value"}}) {
-    Run run{"ddp", true};
+    FitRun run{"ddp", true};
     run.clip = clip;
     run.clip_algorithm = algorithm;
     const Outcome ddp = fit(run, dir.path);
@@ -169,8 +169,8 @@ std::pair<int64_t, int64_t> chunk_of_tiny_classifier(int world, int rank) {
 TEST(DDPShardedMemory, OptimizerStateIsTheRanksChunk) {
   SharedDir dir(*g_world, "memory");
   const int W = g_world->size(), R = g_world->rank();
-  const Outcome ddp = fit(Run{"ddp"}, dir.path);
-  const Outcome sharded = fit(Run{"ddp_sharded"}, dir.path);
+  const Outcome ddp = fit(FitRun{"ddp"}, dir.path);
+  const Outcome sharded = fit(FitRun{"ddp_sharded"}, dir.path);
   // Adam: exp_avg and exp_avg_sq (float32) per element, a float32 step per parameter (piece).
   EXPECT_EQ(ddp.state_bytes, 2 * 4 * kParams + 4 * 4);
   const auto [count, crossed] = chunk_of_tiny_classifier(W, R);
@@ -182,8 +182,8 @@ TEST(DDPShardedMemory, OptimizerStateIsTheRanksChunk) {
 TEST(DDPShardedTraffic, SendsWhatDdpSends) {
   SharedDir dir(*g_world, "traffic");
   const int W = g_world->size(), R = g_world->rank();
-  const Outcome ddp = fit(Run{"ddp"}, dir.path);
-  const Outcome sharded = fit(Run{"ddp_sharded"}, dir.path);
+  const Outcome ddp = fit(FitRun{"ddp"}, dir.path);
+  const Outcome sharded = fit(FitRun{"ddp_sharded"}, dir.path);
   // 37 examples at batch 4 over W ranks: ceil(ceil(37 / W) / 4) steps per epoch, 2 epochs.
   const int64_t steps = 2 * (((37 + W - 1) / W + 3) / 4);
   EXPECT_EQ(ddp.traffic.steps, steps);
@@ -204,22 +204,22 @@ TEST(DDPShardedTraffic, SendsWhatDdpSends) {
 TEST(DDPShardedCheckpoint, ResumesUnderDdpAndDdpResumesUnderSharded) {
   SharedDir dir(*g_world, "resume");
   const std::string sharded_ckpt = dir.path + "/sharded.safetensors", ddp_ckpt = dir.path + "/ddp.safetensors";
-  Run run{"ddp_sharded"};
+  FitRun run{"ddp_sharded"};
   run.save_after_first_epoch = sharded_ckpt;
   const Outcome sharded_through = fit(run, dir.path);
-  run = Run{"ddp"};
+  run = FitRun{"ddp"};
   run.save_after_first_epoch = ddp_ckpt;
   const Outcome ddp_through = fit(run, dir.path);
 
-  run = Run{"ddp"};
+  run = FitRun{"ddp"};
   run.resume_from = sharded_ckpt;
   EXPECT_LE(max_relative_difference(fit(run, dir.path).weights, sharded_through.weights), 1e-5);
-  run = Run{"ddp_sharded"};
+  run = FitRun{"ddp_sharded"};
   run.resume_from = ddp_ckpt;
   EXPECT_LE(max_relative_difference(fit(run, dir.path).weights, ddp_through.weights), 1e-5);
   // A run that lost the optimizer state would not match: Adam restarted from zero moments
   // takes steps of about lr per element.
-  run = Run{"ddp_sharded"};
+  run = FitRun{"ddp_sharded"};
   run.epochs = 1;
   const Outcome first_epoch = fit(run, dir.path);
   EXPECT_GT(max_relative_difference(first_epoch.weights, sharded_through.weights), 1e-3);
@@ -229,7 +229,7 @@ TEST(DDPShardedCheckpoint, ResumesAtAnotherWorldSize) {
   const int W = g_world->size(), R = g_world->rank();
   SharedDir dir(*g_world, "world");
   const std::string ckpt = dir.path + "/sharded.safetensors";
-  Run run{"ddp_sharded"};
+  FitRun run{"ddp_sharded"};
   run.save_after_first_epoch = ckpt;
   fit(run, dir.path);
   // The first max(W - 1, 1) ranks continue alone; ddp there, from the same file, is the reference.
@@ -238,15 +238,17 @@ TEST(DDPShardedCheckpoint, ResumesAtAnotherWorldSize) {
   MPI_Comm_split(MPI_COMM_WORLD, R < smaller ? 0 : MPI_UNDEFINED, R, &sub);
   if (sub != MPI_COMM_NULL) {
     auto sub_comm = collectives::make_communicator(collectives::CommBackend::Mpi, collectives::host_comm(sub));
-    SharedDir sub_dir(*sub_comm, "sub");
-    Run resumed{"ddp_sharded"};
-    resumed.comm = sub;
-    resumed.resume_from = ckpt;
-    const Outcome sharded = fit(resumed, sub_dir.path);
-    resumed.strategy = "ddp";
-    const Outcome ddp = fit(resumed, sub_dir.path);
-    EXPECT_LE(max_relative_difference(sharded.weights, ddp.weights), 1e-5) << "resumed at " << smaller << " of " << W;
-    expect_trained(sharded.weights);
+    {
+      SharedDir sub_dir(*sub_comm, "sub");
+      FitRun resumed{"ddp_sharded"};
+      resumed.comm = sub;
+      resumed.resume_from = ckpt;
+      const Outcome sharded = fit(resumed, sub_dir.path);
+      resumed.strategy = "ddp";
+      const Outcome ddp = fit(resumed, sub_dir.path);
+      EXPECT_LE(max_relative_difference(sharded.weights, ddp.weights), 1e-5) << "resumed at " << smaller << " of " << W;
+      expect_trained(sharded.weights);
+    }
     sub_comm.reset();
     MPI_Comm_free(&sub);
   }
