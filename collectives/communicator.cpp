@@ -21,4 +21,66 @@ ReduceOp parse_reduce_op(const std::string& name) {
   throw ConfigError("unknown reduce op '" + name + "'; allowed: sum, avg, max, min, prod");
 }
 
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::Allreduce: return "allreduce";
+    case CommOp::ReduceScatter: return "reduce_scatter";
+    case CommOp::Allgather: return "allgather";
+    case CommOp::Broadcast: return "broadcast";
+    case CommOp::Send: return "send";
+  }
+  return "?";
+}
+
+int64_t ring_bytes_sent(CommOp op, int64_t numel, int64_t element_bytes, int world_size, int rank, int peer) {
+  const int64_t others = numel - chunk_count(numel, world_size, rank);  // every chunk but this rank's
+  switch (op) {
+    case CommOp::Allreduce: return 2 * others * element_bytes;
+    case CommOp::ReduceScatter:
+    case CommOp::Allgather: return others * element_bytes;
+    case CommOp::Broadcast: return rank == peer && world_size > 1 ? numel * element_bytes : 0;
+    case CommOp::Send: return peer == rank ? 0 : numel * element_bytes;
+  }
+  return 0;
+}
+
+int64_t CommTraffic::total_bytes() const {
+  int64_t total = 0;
+  for (int64_t b : bytes) total += b;
+  return total;
+}
+
+CommTraffic& CommTraffic::operator+=(const CommTraffic& other) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] += other.bytes[i];
+    calls[i] += other.calls[i];
+  }
+  return *this;
+}
+
+CommTraffic CommTraffic::operator-(const CommTraffic& earlier) const {
+  CommTraffic out = *this;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    out.bytes[i] -= earlier.bytes[i];
+    out.calls[i] -= earlier.calls[i];
+  }
+  return out;
+}
+
+CommTraffic Communicator::traffic() const {
+  CommTraffic t;
+  for (size_t i = 0; i < t.bytes.size(); ++i) {
+    t.bytes[i] = sent_bytes_[i].load(std::memory_order_relaxed);
+    t.calls[i] = sent_calls_[i].load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
+void Communicator::count_sent(CommOp op, int64_t numel, DType dtype, int peer) {
+  const size_t i = size_t(op);
+  sent_bytes_[i].fetch_add(ring_bytes_sent(op, numel, int64_t(dtype_size(dtype)), size(), rank(), peer),
+                           std::memory_order_relaxed);
+  sent_calls_[i].fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace tandem::collectives

@@ -9,6 +9,8 @@
 // instead of hanging.
 #pragma once
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,6 +27,34 @@ using Millis = std::chrono::milliseconds;
 enum class ReduceOp { Sum, Avg, Max, Min, Product };
 const char* reduce_op_name(ReduceOp op);            // "sum", "avg", "max", "min", "prod"
 ReduceOp parse_reduce_op(const std::string& name);  // ConfigError listing the names
+
+// The operations that put bytes on the wire, for the traffic counters.
+enum class CommOp { Allreduce, ReduceScatter, Allgather, Broadcast, Send };
+constexpr int kCommOpCount = 5;
+const char* comm_op_name(CommOp op);  // "allreduce", "reduce_scatter", "allgather", "broadcast", "send"
+
+// The one counting rule of bytes sent (docs/COLLECTIVES.md, "Bytes sent"): the payload a ring
+// algorithm makes rank `rank` of `world_size` send, whatever the backend really runs and
+// whatever the dtype (a uint8 payload of n elements counts n bytes, a float32 one 4n). The n
+// elements are split into chunks by chunk_count; a ring rank sends every chunk but its own:
+//   reduce_scatter (n input elements), allgather (n output elements): n - chunk_count(n, W, rank)
+//   allreduce: twice that (a reduce_scatter, then an allgather)
+//   broadcast: n from the root, 0 elsewhere;  send: n, 0 to itself
+// times the element size. Over all ranks an allreduce of B bytes sends 2(W-1)B exactly, so the
+// mean per rank is 2(W-1)/W x B; reduce_scatter and allgather (W-1)/W x B. A world of one sends 0.
+// `peer` is the root of a broadcast or the destination of a send, ignored otherwise.
+int64_t ring_bytes_sent(CommOp op, int64_t numel, int64_t element_bytes, int world_size, int rank, int peer = -1);
+
+// What a communicator sent, per operation kind: bytes by ring_bytes_sent, and calls.
+struct CommTraffic {
+  std::array<int64_t, kCommOpCount> bytes{};
+  std::array<int64_t, kCommOpCount> calls{};
+  int64_t bytes_of(CommOp op) const { return bytes[size_t(op)]; }
+  int64_t calls_of(CommOp op) const { return calls[size_t(op)]; }
+  int64_t total_bytes() const;
+  CommTraffic& operator+=(const CommTraffic& other);
+  CommTraffic operator-(const CommTraffic& earlier) const;  // what was sent in between
+};
 
 struct CommOptions {
   // A blocking operation (or Work::wait() without an argument) that has not completed after
@@ -78,6 +108,10 @@ class Communicator {
   const CommOptions& options() const { return options_; }
   void set_timeout(Millis timeout) { options_.timeout = timeout; }
 
+  // Everything this rank has sent since construction (ring_bytes_sent per started operation;
+  // an operation refused by its argument checks counts nothing). Safe to read from any thread.
+  CommTraffic traffic() const;
+
   // ---- asynchronous operations (the ones backends implement) ----
   // output = op over ranks of input; input and output may be the same tensor (in place).
   virtual WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
@@ -110,8 +144,16 @@ class Communicator {
   void send(const Tensor& tensor, int dst, int tag = 0) { send_async(tensor, dst, tag)->wait(); }
   void recv(const Tensor& tensor, int src, int tag = 0) { recv_async(tensor, src, tag)->wait(); }
 
+ protected:
+  // Backends call this once per operation they start, after its checks: `numel` elements of
+  // `dtype` (the input of allreduce and reduce_scatter, the output of allgather, the tensor of
+  // broadcast and send), `peer` as in ring_bytes_sent.
+  void count_sent(CommOp op, int64_t numel, DType dtype, int peer = -1);
+
  private:
   CommOptions options_;
+  std::array<std::atomic<int64_t>, kCommOpCount> sent_bytes_{};
+  std::array<std::atomic<int64_t>, kCommOpCount> sent_calls_{};
 };
 
 // The chunk rule shared by reduce_scatter and allgather: n elements over `parts` ranks.

@@ -64,6 +64,7 @@ WorkHandle LocalCommunicator::allreduce_async(const Tensor& input, const Tensor&
   check_numel("allreduce", "output", output, input.numel(), "allreduce keeps the element count");
   check_reducible("allreduce", input.dtype());
   copy_unless_same(output, input);  // one rank: sum, avg, max, min and prod are all the identity
+  count_sent(CommOp::Allreduce, input.numel(), input.dtype());
   return done(describe("allreduce", reduce_op_name(op), input.dtype(), input.numel()));
 }
 
@@ -74,6 +75,7 @@ WorkHandle LocalCommunicator::reduce_scatter_async(const Tensor& input, const Te
   check_numel("reduce_scatter", "output", output, input.numel(), "one rank receives every chunk");
   check_reducible("reduce_scatter", input.dtype());
   copy_unless_same(output, input);
+  count_sent(CommOp::ReduceScatter, input.numel(), input.dtype());
   return done(describe("reduce_scatter", reduce_op_name(op), input.dtype(), input.numel()));
 }
 
@@ -83,12 +85,14 @@ WorkHandle LocalCommunicator::allgather_async(const Tensor& input, const Tensor&
   check_same_dtype("allgather", input, output);
   check_numel("allgather", "input", input, output.numel(), "one rank contributes the whole output");
   copy_unless_same(output, input);
+  count_sent(CommOp::Allgather, output.numel(), input.dtype());
   return done(describe("allgather", "", input.dtype(), output.numel()));
 }
 
 WorkHandle LocalCommunicator::broadcast_async(const Tensor& tensor, int root) {
   check_buffer("broadcast", "", tensor);
   check_rank("broadcast", "root", root, 1);
+  count_sent(CommOp::Broadcast, tensor.numel(), tensor.dtype(), root);
   return done(describe("broadcast", "root " + std::to_string(root), tensor.dtype(), tensor.numel()));
 }
 
@@ -99,6 +103,7 @@ WorkHandle LocalCommunicator::barrier_async() {
 WorkHandle LocalCommunicator::send_async(const Tensor& tensor, int dst, int tag) {
   check_buffer("send", "", tensor);
   check_rank("send", "dst", dst, 1);
+  count_sent(CommOp::Send, tensor.numel(), tensor.dtype(), dst);
   std::string d = describe("send", "to rank 0, tag " + std::to_string(tag), tensor.dtype(), tensor.numel());
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     PendingRecv& r = **it;

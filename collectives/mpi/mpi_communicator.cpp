@@ -203,6 +203,7 @@ WorkHandle MpiCommunicator::allreduce_async(const Tensor& input, const Tensor& o
   check_reducible("allreduce", input.dtype());
   std::string d = describe("allreduce", reduce_op_name(op), input.dtype(), input.numel());
   check_usable(d);
+  count_sent(CommOp::Allreduce, input.numel(), input.dtype());
   bool in_place = same_buffer(input, output);
   auto b = std::make_shared<Buffers>();
   const bool device_pointers = device_pointers_ && kReductionsTakeDevicePointers;
@@ -265,6 +266,7 @@ WorkHandle MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tens
   check_reducible("reduce_scatter", input.dtype());
   std::string d = describe("reduce_scatter", reduce_op_name(op), input.dtype(), n);
   check_usable(d);
+  count_sent(CommOp::ReduceScatter, n, input.dtype());
   auto b = std::make_shared<Buffers>();
   const bool device_pointers = device_pointers_ && kReductionsTakeDevicePointers;
   Tensor in = mpi_input(input, device_pointers), out = mpi_output(output, device_pointers);
@@ -293,6 +295,7 @@ WorkHandle MpiCommunicator::allgather_async(const Tensor& input, const Tensor& o
                   std::to_string(size()) + " ranks");
   std::string d = describe("allgather", "", input.dtype(), n);
   check_usable(d);
+  count_sent(CommOp::Allgather, n, input.dtype());
   auto b = std::make_shared<Buffers>();
   Tensor in = mpi_input(input, device_pointers_), out = mpi_output(output, device_pointers_);
   b->tensors = {input, output, in, out};
@@ -320,6 +323,7 @@ WorkHandle MpiCommunicator::broadcast_async(const Tensor& tensor, int root) {
   check_rank("broadcast", "root", root, size());
   std::string d = describe("broadcast", "root " + std::to_string(root), tensor.dtype(), tensor.numel());
   check_usable(d);
+  count_sent(CommOp::Broadcast, tensor.numel(), tensor.dtype(), root);
   auto b = std::make_shared<Buffers>();
   // Only the root's values are read, and MPI leaves them as they were; the other ranks need
   // just a buffer to receive into and copy back.
@@ -358,6 +362,7 @@ WorkHandle MpiCommunicator::send_async(const Tensor& tensor, int dst, int tag) {
   std::string d = describe("send", "to rank " + std::to_string(dst) + ", tag " + std::to_string(tag),
                            tensor.dtype(), tensor.numel());
   check_usable(d);
+  count_sent(CommOp::Send, tensor.numel(), tensor.dtype(), dst);
   auto b = std::make_shared<Buffers>();
   Tensor host = mpi_input(tensor, device_pointers_);
   b->tensors = {tensor, host};

@@ -353,6 +353,7 @@ WorkHandle NcclCommunicator::allreduce_async(const Tensor& input, const Tensor& 
   check_reducible("allreduce", input.dtype());
   state_->check_device("allreduce", input);
   state_->check_device("allreduce", output);
+  count_sent(CommOp::Allreduce, input.numel(), input.dtype());
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->check(ncclAllReduce(input.raw_data(), output.raw_data(), size_t(input.numel()), nccl_dtype(input.dtype()),
                               nccl_op(op), state_->comm, state_->stream),
@@ -373,6 +374,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(const Tensor& input, const Ten
   // Uneven chunks reduce into scratch, allocated before enter(): its allocation (and its poison
   // fill under TANDEM_CUDA_POISON) is compute-stream work, which enter() orders NCCL's stream after.
   const Tensor full = n % size() == 0 ? Tensor() : Tensor::empty({n}, input.dtype(), input.device());
+  count_sent(CommOp::ReduceScatter, n, input.dtype());  // the rule's volume, whichever NCCL call runs
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   if (n % size() == 0) {
     state_->check(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(n / size()), nccl_dtype(input.dtype()),
@@ -399,6 +401,7 @@ WorkHandle NcclCommunicator::allgather_async(const Tensor& input, const Tensor& 
   check_numel("allgather", "input", input, chunk_count(n, size(), rank()), "this rank's chunk of the output");
   state_->check_device("allgather", input);
   state_->check_device("allgather", output);
+  count_sent(CommOp::Allgather, n, input.dtype());
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   const size_t elem = dtype_size(input.dtype());
   if (n % size() == 0) {
@@ -425,6 +428,7 @@ WorkHandle NcclCommunicator::broadcast_async(const Tensor& tensor, int root) {
   check_buffer("broadcast", "tensor", tensor);
   check_rank("broadcast", "root", root, size());
   state_->check_device("broadcast", tensor);
+  count_sent(CommOp::Broadcast, tensor.numel(), tensor.dtype(), root);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   state_->check(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
                               root, state_->comm, state_->stream),
@@ -448,6 +452,7 @@ WorkHandle NcclCommunicator::send_async(const Tensor& tensor, int dst, int tag) 
   check_buffer("send", "tensor", tensor);
   check_rank("send", "dst", dst, size());
   state_->check_device("send", tensor);
+  count_sent(CommOp::Send, tensor.numel(), tensor.dtype(), dst);
   const auto nccl_lock = state_->enter(what);  // held until the operation is enqueued
   // NCCL has no tags: messages between a pair of ranks match in call order.
   state_->check(ncclSend(tensor.raw_data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, state_->comm,

@@ -25,6 +25,11 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamWOptions& o, bool decoupled
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : AdamW(std::vector<ParamGroup>{{std::move(params)}}, o) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), o, true) {}
 
+std::unique_ptr<Optimizer> Adam::make_shard_optimizer(std::vector<ParamGroup> groups) const {
+  if (decoupled_) return std::make_unique<AdamW>(std::move(groups));
+  return std::make_unique<Adam>(std::move(groups));
+}
+
 void Adam::validate(const nlohmann::json& o) const {
   const double lr = o.at("lr").get<double>(), eps = o.at("eps").get<double>(), wd = o.at("weight_decay").get<double>();
   const auto& betas = o.at("betas");

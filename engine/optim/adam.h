@@ -29,6 +29,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {});
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::unique_ptr<Optimizer> make_shard_optimizer(std::vector<ParamGroup> groups) const override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamWOptions& defaults, bool decoupled);

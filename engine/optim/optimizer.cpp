@@ -97,6 +97,15 @@ const StateDict& Optimizer::state_of(const Tensor& param) const {
   return found == state_.end() ? empty : found->second;
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [param, state] : state_)
+    for (const auto& [key, t] : state) bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+  return bytes;
+}
+
+void Optimizer::clear_state() { state_.clear(); }
+
 OptimizerStateDict Optimizer::state_dict() const {
   OptimizerStateDict out;
   int64_t index = 0;

@@ -5,6 +5,7 @@
 // The update itself runs in the parameter's backend (Backend::sgd_step_multi /
 // adam_step_multi, once per group, device and dtype).
 #pragma once
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,17 @@ class Optimizer {
   // The named state of one parameter ("momentum_buffer", "exp_avg", ...); empty before its
   // first step.
   const StateDict& state_of(const Tensor& param) const;
+  // Bytes held by all state tensors (what sharding the optimizer divides).
+  int64_t state_bytes() const;
+  // Drops every parameter's state (the next step starts as the first did); groups stay.
+  void clear_state();
+
+  // A new optimizer of this class over `groups` (whose options are complete, as
+  // param_groups() holds them), for ddp_sharded, which gives each rank the pieces of the
+  // parameters it owns. Only an optimizer whose update of an element depends on nothing but that
+  // element's gradient and state and its group's options can be split so; the default (nullptr)
+  // says this one cannot. SGD, Adam and AdamW can.
+  virtual std::unique_ptr<Optimizer> make_shard_optimizer(std::vector<ParamGroup> /*groups*/) const { return nullptr; }
 
  protected:
   explicit Optimizer(nlohmann::json defaults) : defaults_(std::move(defaults)) {}

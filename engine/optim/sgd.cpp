@@ -18,6 +18,10 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults) : Optimizer(to_jso
   init_groups(std::move(groups));
 }
 
+std::unique_ptr<Optimizer> SGD::make_shard_optimizer(std::vector<ParamGroup> groups) const {
+  return std::make_unique<SGD>(std::move(groups));
+}
+
 void SGD::validate(const nlohmann::json& o) const {
   const double lr = o.at("lr").get<double>(), momentum = o.at("momentum").get<double>();
   const double dampening = o.at("dampening").get<double>(), wd = o.at("weight_decay").get<double>();

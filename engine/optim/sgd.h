@@ -23,6 +23,7 @@ class SGD : public Optimizer {
   // Groups with their own overrides, e.g. {{backbone, {{"lr", 1e-3}}}, {head, {}}}.
   SGD(std::vector<ParamGroup> groups, SGDOptions defaults = {});
   std::string name() const override { return "SGD"; }
+  std::unique_ptr<Optimizer> make_shard_optimizer(std::vector<ParamGroup> groups) const override;
 
  protected:
   void validate(const nlohmann::json& options) const override;

@@ -4,6 +4,7 @@
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/data_parallel_strategy.h"
 #include "engine/strategies/ddp2_strategy.h"
+#include "engine/strategies/ddp_sharded_strategy.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/strategies/single_device_strategy.h"
 
@@ -17,6 +18,10 @@ StrategyRegistry& strategy_registry() {
     r->add("ddp", "one process per device (mpirun/srun, or relaunched through mpirun), gradients averaged in "
                   "buckets overlapped with backward; effective batch = batch x devices x num_nodes",
            [](const InitParams&) { return std::make_unique<DDPStrategy>(); });
+    r->add("ddp_sharded", "ddp whose ranks each keep the optimizer state of 1/N of the parameters (ZeRO stage 1): "
+                          "gradients reduce-scattered, each rank steps its part, weights allgathered; effective "
+                          "batch = batch x devices x num_nodes",
+           [](const InitParams&) { return std::make_unique<DDPShardedStrategy>(); });
     r->add("ddp_spawn", "like ddp, but the first process spawns the others (MPI_Comm_spawn, no mpirun) and trains "
                         "as rank 0, so the caller's model is the trained one; one node",
            [](const InitParams&) { return std::make_unique<DDPSpawnStrategy>(); });

@@ -1,5 +1,6 @@
 #include "engine/strategies/ddp_strategy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -86,13 +87,17 @@ void DDPStrategy::setup_environment(const StrategyEnvironment& env, std::shared_
   comm_device_ = comm_->backend_name() == "nccl" ? root_device() : Device::cpu();
 }
 
-void DDPStrategy::setup_module(trainer::LightningModule& module) {
+void DDPStrategy::setup_replica(trainer::LightningModule& module) {
   TANDEM_CHECK(comm_ != nullptr, ValueError, "strategy=" + name() + ": setup_module before setup_environment");
   Strategy::setup_module(module);
   NoGradGuard no_grad;
   // Rank 0's initial weights everywhere (a seed that differs per rank must not matter).
   for (auto& [name, p] : module.named_parameters()) comm_->broadcast(p, 0);
   for (auto& [name, b] : module.named_buffers()) comm_->broadcast(b, 0);
+}
+
+void DDPStrategy::setup_module(trainer::LightningModule& module) {
+  setup_replica(module);
   std::vector<Tensor> trainable;
   for (const Tensor& p : module.parameters()) {
     if (p.requires_grad()) trainable.push_back(p);
@@ -102,7 +107,39 @@ void DDPStrategy::setup_module(trainer::LightningModule& module) {
   reducer_ = std::make_unique<Reducer>(std::move(trainable), comm_, reducer_options_);
 }
 
+void DDPStrategy::begin_step_traffic() {
+  if (!step_started_) step_started_ = comm_->traffic();
+}
+
+void DDPStrategy::end_step_traffic() {
+  if (!step_started_) return;  // a step the loops did not start (a test calling optimizer_step alone)
+  step_traffic_.sent += comm_->traffic() - *step_started_;
+  step_traffic_.steps += 1;
+  step_started_.reset();
+}
+
+std::optional<StepTraffic> DDPStrategy::step_traffic() const { return step_traffic_; }
+
+std::string DDPStrategy::traffic_summary() const {
+  std::string kinds;
+  for (int i = 0; i < collectives::kCommOpCount; ++i) {
+    const auto op = static_cast<collectives::CommOp>(i);
+    if (step_traffic_.sent.calls_of(op) == 0) continue;
+    char part[96];
+    std::snprintf(part, sizeof part, "%s%.1f %s", kinds.empty() ? "" : ", ",
+                  double(step_traffic_.sent.calls_of(op)) / double(std::max<int64_t>(step_traffic_.steps, 1)),
+                  collectives::comm_op_name(op));
+    kinds += part;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "; sent %.0f bytes per step (this rank, over %lld steps; %s per step)",
+                step_traffic_.bytes_per_step(), static_cast<long long>(step_traffic_.steps),
+                kinds.empty() ? "no operations" : kinds.c_str());
+  return line;
+}
+
 void DDPStrategy::before_training_step(trainer::LightningModule& module) {
+  begin_step_traffic();
   if (comm_->size() == 1) return;
   NoGradGuard no_grad;
   for (auto& [name, b] : module.named_buffers()) comm_->broadcast(b, 0);
@@ -119,6 +156,7 @@ void DDPStrategy::optimizer_step(optim::Optimizer& optimizer, const std::functio
   if (reducer_) reducer_->finalize();
   // Gradients are identical on every rank after the allreduce, so a skip decision is too.
   Strategy::optimizer_step(optimizer, before_step);
+  end_step_traffic();
 }
 
 double DDPStrategy::reduce(double value, trainer::ReduceFx reduce_fx) const {
@@ -145,7 +183,7 @@ std::string DDPStrategy::summary() const {
                 name().c_str(), comm_->size(), comm_->backend_name().c_str(), reducer_ ? reducer_->buckets().size() : size_t(0),
                 static_cast<long long>(s.reductions), s.mean_exposed_ms(),
                 static_cast<long long>(s.buckets_launched_in_backward), static_cast<long long>(s.bucket_launches));
-  return line;
+  return line + traffic_summary();
 }
 
 void HorovodStrategy::launch(const ExecutionPlan& plan, const std::vector<std::string>& /*argv*/) {

@@ -12,6 +12,8 @@
 //   optimizer_step     reducer.finalize() (wait for buckets, averaged grads in .grad), then the
 //                      precision plugin and the caller's hooks, then the step
 //   reduce/any/...     small collectives for sync_dist logging, stop decisions and all_gather
+//   step_traffic       what the communicator sent from a step's first before_training_step to
+//                      the end of its optimizer_step (summary(): bytes sent per step)
 //
 // The three differ only in how the processes start: ddp relaunches `tandem` under mpirun when
 // started by hand; horovod is always started by mpirun/horovodrun (Horovod's model) and says so
@@ -62,17 +64,30 @@ class DDPStrategy : public Strategy {
   int64_t broadcast_from_zero(int64_t value) const override;
   Tensor all_gather(const Tensor& tensor) const override;
   std::string summary() const override;
+  std::optional<StepTraffic> step_traffic() const override;
 
   collectives::Communicator& communicator() const { return *comm_; }
   const Reducer* reducer() const { return reducer_.get(); }
 
  protected:
+  // Moves the module and broadcasts rank 0's parameters and buffers (the Reducer aside).
+  void setup_replica(trainer::LightningModule& module);
+  // Step traffic: the first call of a step takes the communicator's count, end_step adds what
+  // was sent since. Derived strategies that override before_training_step or optimizer_step call
+  // these (or the base versions).
+  void begin_step_traffic();
+  void end_step_traffic();
+  // ", sent 7.63 MB per step (this rank; 2 allreduce, ...)" for summary().
+  std::string traffic_summary() const;
+
   std::shared_ptr<collectives::Communicator> comm_;
   Device comm_device_ = Device::cpu();  // where scalars and gathered tensors go for the communicator
   int node_rank_ = 0;
   ReducerOptions reducer_options_;
   std::unique_ptr<Reducer> reducer_;
   ReducerStats finished_stats_;  // of reducers from earlier stages, for summary()
+  StepTraffic step_traffic_;
+  std::optional<collectives::CommTraffic> step_started_;  // set while a step is under way
 };
 
 // Horovod's model on Tandem's own collectives: one process per device, started by mpirun or

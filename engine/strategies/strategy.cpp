@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
+#include "engine/optim/clip_grad.h"
 #include "engine/strategies/execution_plan.h"
 
 namespace tandem {
@@ -97,6 +98,20 @@ void Strategy::optimizer_step(optim::Optimizer& optimizer, const std::function<v
   if (!skipping) optimizer.step();
   precision_.update(skipping);
 }
+
+double Strategy::clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  return optim::clip_grad_norm_(params, max_norm);
+}
+
+optim::OptimizerStateDict Strategy::optimizer_state(const optim::Optimizer& optimizer) const {
+  return optimizer.state_dict();
+}
+
+void Strategy::load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerStateDict& state) {
+  optimizer.load_state_dict(state);
+}
+
+int64_t Strategy::optimizer_state_bytes(const optim::Optimizer& optimizer) const { return optimizer.state_bytes(); }
 
 nlohmann::json Strategy::state_dict() const { return precision_.state_dict(); }
 

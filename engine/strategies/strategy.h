@@ -7,14 +7,16 @@
 //             must be started by a launcher)
 //   setup     setup_environment (devices, communicator), setup_module (move, replicate, Reducer)
 //   steps     batch_to_device, training_step / validation_step / test_step / predict_step
-//             (under the precision plugin's autocast), backward, optimizer_step
+//             (under the precision plugin's autocast), backward, optimizer_step, clip_grad_norm
+//   optimizer setup_optimizer, optimizer_state / load_optimizer_state (what checkpoints hold),
+//             optimizer_state_bytes
 //   collect   reduce (sync_dist), reduce_any, barrier, broadcast_from_zero, all_gather
 //   state     state_dict / load_state_dict (the precision plugin's loss scaler)
 //   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
 //
 // Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
-// (ddp_strategy.h), dp (data_parallel_strategy.h), ddp2 (ddp2_strategy.h), bagua
-// (bagua/bagua_strategy.h). A user's class registered under a new name trains the same way
+// (ddp_strategy.h), ddp_sharded (ddp_sharded_strategy.h), dp (data_parallel_strategy.h), ddp2
+// (ddp2_strategy.h), bagua (bagua/bagua_strategy.h). A user's class registered under a new name trains the same way
 // (apps/examples/custom_strategy).
 //
 // Strategies see the LightningModule interface (its steps and hooks), never the Trainer.
@@ -71,6 +73,15 @@ struct StrategyEnvironment {
   // Set when the host program handed its MPI communicator (TrainerOptions::communicator): the
   // strategy's communicator is made over it (duplicated) instead of over MPI_COMM_WORLD.
   std::optional<collectives::HostComm> host_comm;
+};
+
+// What a strategy's communicator sent during training steps: from the first
+// before_training_step of an optimizer step to the end of that optimizer_step, summed over the
+// steps counted (collectives::ring_bytes_sent's rule).
+struct StepTraffic {
+  collectives::CommTraffic sent;
+  int64_t steps = 0;
+  double bytes_per_step() const { return steps ? double(sent.total_bytes()) / double(steps) : 0.0; }
 };
 
 class Strategy {
@@ -149,6 +160,21 @@ class Strategy {
   // Waits for gradient reductions, unscales (16-mixed), calls before_step(skipping) (hooks,
   // clipping), then steps unless an inf/NaN gradient makes the precision plugin skip it.
   virtual void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool skipping)>& before_step);
+  // clip_grad_norm_ (L2) over `params`' gradients as the optimizer will use them; returns the
+  // total norm before clipping. A strategy whose ranks hold parts of the gradients (ddp_sharded)
+  // takes the norm over all of them.
+  virtual double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+  // ---- the optimizer ----
+  // Once per fit, after configure_optimizers and before a checkpoint is restored. Throws
+  // ConfigError for an optimizer this strategy cannot drive.
+  virtual void setup_optimizer(optim::Optimizer& /*optimizer*/) {}
+  // The optimizer's whole state, as a checkpoint stores it (collective for ddp_sharded: every
+  // rank calls it, each getting the full state).
+  virtual optim::OptimizerStateDict optimizer_state(const optim::Optimizer& optimizer) const;
+  virtual void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerStateDict& state);
+  // Bytes of optimizer state this process holds.
+  virtual int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) const;
 
   // ---- collectives for logging and decisions ----
   virtual double reduce(double value, trainer::ReduceFx /*reduce_fx*/) const { return value; }
@@ -163,6 +189,8 @@ class Strategy {
   virtual void load_state_dict(const nlohmann::json& state);
   // A line for the end-of-fit summary; empty when there is nothing to say.
   virtual std::string summary() const { return ""; }
+  // What this process's communicator sent during training steps; nullopt without one.
+  virtual std::optional<StepTraffic> step_traffic() const { return std::nullopt; }
   // How the effective batch comes about, for the fit banner.
   virtual std::string describe_batch(int64_t batch_size, int64_t accumulate) const;
 

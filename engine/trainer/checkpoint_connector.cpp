@@ -78,10 +78,13 @@ void Trainer::save_checkpoint(const std::string& path) {
   // Every rank has chosen its file names (ModelCheckpoint checks which exist) before rank 0
   // writes, so all ranks agree on best_model_path and friends.
   strategy_->barrier("before save_checkpoint");
+  // Collective under ddp_sharded (each rank holds part of the state): every rank gathers it.
+  std::optional<optim::OptimizerStateDict> optimizer_state;
+  if (optimizer_config_.optimizer) optimizer_state = strategy_->optimizer_state(*optimizer_config_.optimizer);
   if (is_global_zero()) {
     Checkpoint ckpt;
     ckpt.model = module_->state_dict();
-    if (optimizer_config_.optimizer) ckpt.optimizer = optimizer_config_.optimizer->state_dict();
+    ckpt.optimizer = std::move(optimizer_state);
     ckpt.scheduler = optimizer_config_.scheduler ? optimizer_config_.scheduler->state_dict() : nlohmann::json();
     ckpt.trainer_state = dump_trainer_state();
     const fs::path parent = fs::path(path).parent_path();
@@ -196,7 +199,7 @@ void Trainer::restore_fit_state(const std::string& path) {
   try {
     if (ckpt.optimizer) {
       const std::vector<double> configured_lrs = group_lrs(*optimizer_config_.optimizer);
-      optimizer_config_.optimizer->load_state_dict(*ckpt.optimizer);
+      strategy_->load_optimizer_state(*optimizer_config_.optimizer, *ckpt.optimizer);
       restore_schedule(ckpt, optimizer_config_, configured_lrs, is_global_zero());
     }
 

@@ -275,7 +275,7 @@ void Trainer::optimizer_step() {
     if (options_.gradient_clip_algorithm == "value") {
       optim::clip_grad_value_(params, *options_.gradient_clip_val);
     } else {
-      const double norm = optim::clip_grad_norm_(params, *options_.gradient_clip_val);
+      const double norm = strategy_->clip_grad_norm(params, *options_.gradient_clip_val);
       if (!std::isfinite(norm)) {
         throw NonFiniteLossError("the gradient norm is " + std::to_string(norm) + " at epoch " +
                                  std::to_string(progress_.epoch) + " (global step " + std::to_string(progress_.global_step) +

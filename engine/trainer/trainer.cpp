@@ -257,6 +257,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
                  "configure_optimizers(): scheduler interval='" + optimizer_config_.interval + "' is not valid: expected 'step' or 'epoch'");
     TANDEM_CHECK(optimizer_config_.frequency >= 1, ConfigError,
                  "configure_optimizers(): scheduler frequency=" + std::to_string(optimizer_config_.frequency) + " is not valid: expected >= 1");
+    strategy_->setup_optimizer(*optimizer_config_.optimizer);
     progress_ = FitProgress{};
     resume_skip_batches_ = 0;
     resume_after_batch_pending_ = false;

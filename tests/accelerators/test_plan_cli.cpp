@@ -176,7 +176,7 @@ TEST(PlanCli, InvalidInput) {
   expect_invalid(run_plan("--trainer.accelerator=cpu --trainer.devices=0"), "must be > 0");
   expect_invalid(run_plan("--trainer.accelerator=cuda", "TANDEM_SIMULATE_CUDA_DEVICES=0"), "accelerators available: cpu");
   expect_invalid(run_plan("--trainer.accelerator=tpu"), "unknown accelerator 'tpu'");
-  expect_invalid(run_plan("--trainer.strategy=colossal"), "registered strategy: bagua, ddp, ddp2, ddp_spawn, dp, horovod, single_device");
+  expect_invalid(run_plan("--trainer.strategy=colossal"), "registered strategy: bagua, ddp, ddp2, ddp_sharded, ddp_spawn, dp, horovod, single_device");
   expect_invalid(run_plan("--trainer.num_nodes=0"), "positive integer");
   expect_invalid(run_plan("--trainer.num_nodes=two"), "expected an integer");
   expect_invalid(run_plan("--trainer.precision=8"), "allowed");

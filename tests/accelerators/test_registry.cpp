@@ -150,7 +150,7 @@ TEST(XpuFromUserProgram, PlansEndToEnd) {
 // ---- strategies ----
 TEST(StrategyRegistry, BuiltInsAndCaseInsensitive) {
   auto names = tandem::strategy_registry().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"bagua", "ddp", "ddp2", "ddp_spawn", "dp", "horovod", "single_device"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"bagua", "ddp", "ddp2", "ddp_sharded", "ddp_spawn", "dp", "horovod", "single_device"}));
   tandem::StrategyContext ctx{"cuda", 2, 1};
   EXPECT_EQ(tandem::select_strategy("DDP", ctx).name, "ddp");
   EXPECT_EQ(tandem::select_strategy("Ddp_Spawn", ctx).name, "ddp_spawn");
@@ -160,7 +160,7 @@ TEST(StrategyRegistry, BuiltInsAndCaseInsensitive) {
 
 TEST(StrategyRegistry, UnknownListsRegistered) {
   expect_error<ConfigError>([] { tandem::select_strategy("colossal", {"cpu", 1, 1}); },
-                            {"unknown strategy 'colossal'", "bagua, ddp, ddp2, ddp_spawn, dp, horovod, single_device"});
+                            {"unknown strategy 'colossal'", "bagua, ddp, ddp2, ddp_sharded, ddp_spawn, dp, horovod, single_device"});
 }
 
 TEST(StrategySelection, AutoRules) {

@@ -145,3 +145,58 @@ TEST(OptimizerState, StateIsCastToTheParameterDtype) {
   EXPECT_NEAR(v[0], 1.0f - 0.1f * 1.9f, 1e-6);
   EXPECT_NEAR(v[1], 1.0f - 0.1f * 2.8f, 1e-6);
 }
+
+TEST(OptimizerState, StateBytesAndClearState) {
+  Tensor a = param64({1.0, 2.0}), b = param64({3.0});
+  Adam adam({a, b}, AdamOptions{.lr = 0.1});
+  EXPECT_EQ(adam.state_bytes(), 0);
+  steps(adam, a, b, 1, 2);
+  // exp_avg and exp_avg_sq in float64 for 3 elements, a float32 step per parameter.
+  EXPECT_EQ(adam.state_bytes(), 2 * 8 * 3 + 4 * 2);
+  adam.clear_state();
+  EXPECT_EQ(adam.state_bytes(), 0);
+  // The next step is a first step again: Adam's first update is lr x sign(g) (bias-corrected).
+  set_grad64(a, {0.25, -4.0});
+  set_grad64(b, {1.0});
+  const std::vector<double> before = values(a);
+  adam.step();
+  EXPECT_NEAR(values(a)[0], before[0] - 0.1, 1e-7);
+  EXPECT_NEAR(values(a)[1], before[1] + 0.1, 1e-7);
+  EXPECT_EQ(adam.state_of(a).at("step").item(), 1.0);
+}
+
+// ddp_sharded's premise: SGD, Adam and AdamW update each element from its own gradient and state,
+// so stepping any split of a parameter into pieces equals stepping it whole.
+TEST(OptimizerState, ShardOptimizersStepPiecesAsTheWholeSteps) {
+  const auto run = [](const Optimizer& like, bool pieces) {
+    Tensor whole = param64({1.0, -2.0, 0.5, 3.0, -0.25});
+    Tensor first = param64({1.0, -2.0}), rest = param64({0.5, 3.0, -0.25});
+    const nlohmann::json options = like.param_groups().front().options;
+    std::unique_ptr<Optimizer> opt = pieces ? like.make_shard_optimizer({{{first, rest}, options}})
+                                            : like.make_shard_optimizer({{{whole}, options}});
+    EXPECT_EQ(opt->name(), like.name());
+    for (int i = 1; i <= 3; ++i) {
+      const std::vector<double> g{0.5 * i, -1.0, std::cos(double(i)), 2.0, -0.1 * i};
+      if (pieces) {
+        set_grad64(first, {g[0], g[1]});
+        set_grad64(rest, {g[2], g[3], g[4]});
+      } else {
+        set_grad64(whole, g);
+      }
+      opt->step();
+    }
+    if (!pieces) return values(whole);
+    std::vector<double> out = values(first);
+    for (double v : values(rest)) out.push_back(v);
+    return out;
+  };
+  Tensor p = param64({0.0});
+  SGD sgd({p}, SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  Adam adam({p}, AdamOptions{.lr = 0.05, .weight_decay = 0.02});
+  AdamW adamw({p}, AdamWOptions{.lr = 0.05});
+  for (const Optimizer* o : std::initializer_list<const Optimizer*>{&sgd, &adam, &adamw}) {
+    const std::vector<double> whole = run(*o, false), pieces = run(*o, true);
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_DOUBLE_EQ(pieces[i], whole[i]) << o->name() << " element " << i;
+    EXPECT_NE(whole[0], 1.0) << o->name();
+  }
+}

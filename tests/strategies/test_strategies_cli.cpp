@@ -3,6 +3,7 @@
 //     device lands; ddp2 on one node is dp;
 //   - horovod started by hand says what it needs; under mpirun it lands where ddp lands;
 //   - ddp_spawn starts its second process itself and lands where ddp lands;
+//   - ddp_sharded relaunches as ddp does, lands where ddp lands and sends what ddp sends;
 //   - `tandem plan` and `tandem fit` agree on whether a configuration can train (same exit code
 //     and error);
 //   - a user's strategy registered by its own program (microbatch_cli) trains;
@@ -101,6 +102,20 @@ TEST_F(StrategiesCli, DdpSpawnStartsTheOtherRankItselfAndLandsWhereDdpLands) {
   EXPECT_FALSE(spawn.has("relaunching")) << spawn.output;
   EXPECT_TRUE(spawn.has("ddp_spawn: 2 ranks over mpi")) << spawn.output;
   EXPECT_NEAR(val_loss(spawn), val_loss(fit("--trainer.strategy=ddp --trainer.devices=2")), 1e-6);
+}
+
+TEST_F(StrategiesCli, DdpShardedRelaunchesLikeDdpLandsWhereDdpLandsAndSaysWhatItSent) {
+  const CliRun sharded = fit("--trainer.strategy=ddp_sharded --trainer.devices=2");
+  EXPECT_TRUE(sharded.has("relaunching as")) << sharded.output;
+  EXPECT_TRUE(sharded.has("ddp_sharded: 2 processes x batch 6 = effective batch 12")) << sharded.output;
+  // MLP 784-16-10: 12730 float32; at 2 ranks a reduce_scatter and an allgather send 2 x 6365 x 4
+  // bytes per step; the finite-loss check (one int32 allreduce) is rank 0's chunk, so rank 0 sends
+  // nothing for it.
+  EXPECT_TRUE(sharded.has("this rank holds the optimizer state of 6365 of 12730 elements")) << sharded.output;
+  EXPECT_TRUE(sharded.has("sent 50920 bytes per step (this rank")) << sharded.output;
+  const CliRun ddp = fit("--trainer.strategy=ddp --trainer.devices=2");
+  EXPECT_TRUE(ddp.has("sent 50920 bytes per step (this rank")) << ddp.output;
+  EXPECT_NEAR(val_loss(sharded), val_loss(ddp), 1e-5);
 }
 
 // Two "nodes" on this one machine: each rank is told it is alone on its node (Open MPI's local
