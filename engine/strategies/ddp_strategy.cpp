@@ -107,13 +107,15 @@ void DDPStrategy::setup_module(trainer::LightningModule& module) {
   reducer_ = std::make_unique<Reducer>(std::move(trainable), comm_, reducer_options_);
 }
 
+collectives::CommTraffic DDPStrategy::traffic_so_far() const { return comm_->traffic(); }
+
 void DDPStrategy::begin_step_traffic() {
-  if (!step_started_) step_started_ = comm_->traffic();
+  if (!step_started_) step_started_ = traffic_so_far();
 }
 
 void DDPStrategy::end_step_traffic() {
   if (!step_started_) return;  // a step the loops did not start (a test calling optimizer_step alone)
-  step_traffic_.sent += comm_->traffic() - *step_started_;
+  step_traffic_.sent += traffic_so_far() - *step_started_;
   step_traffic_.steps += 1;
   step_started_.reset();
 }
@@ -156,6 +158,7 @@ void DDPStrategy::optimizer_step(optim::Optimizer& optimizer, const std::functio
   if (reducer_) reducer_->finalize();
   // Gradients are identical on every rank after the allreduce, so a skip decision is too.
   Strategy::optimizer_step(optimizer, before_step);
+  after_optimizer_step_communication();
   end_step_traffic();
 }
 

@@ -77,6 +77,11 @@ class DDPStrategy : public Strategy {
   // these (or the base versions).
   void begin_step_traffic();
   void end_step_traffic();
+  // What this rank has sent so far, on comm_ and on any communicator of the strategy's own.
+  virtual collectives::CommTraffic traffic_so_far() const;
+  // Communication after the optimizer step that belongs to the step (bagua: weight averaging),
+  // run by optimizer_step before the step's traffic is closed.
+  virtual void after_optimizer_step_communication() {}
   // ", sent 7.63 MB per step (this rank; 2 allreduce, ...)" for summary().
   std::string traffic_summary() const;
 

@@ -39,7 +39,10 @@ void BaguaStrategy::validate(const StrategyContext& context) const {
 
 void BaguaStrategy::setup_environment(const StrategyEnvironment& env) {
   DDPStrategy::setup_environment(env);
-  if (algorithm_->needs_own_communicator()) algorithm_->set_own_communicator(make_world_communicator(env, name()));
+  if (algorithm_->needs_own_communicator()) {
+    own_comm_ = make_world_communicator(env, name());
+    algorithm_->set_own_communicator(own_comm_);
+  }
 }
 
 void BaguaStrategy::setup_module(trainer::LightningModule& module) {
@@ -68,7 +71,14 @@ void BaguaStrategy::backward(const Tensor& loss, double factor, bool will_step) 
 void BaguaStrategy::optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) {
   algorithm_->before_optimizer_step(*comm_, optimizer, steps_ + 1);
   DDPStrategy::optimizer_step(optimizer, before_step);
-  algorithm_->after_optimizer_step(*comm_, trainable_, ++steps_);
+}
+
+void BaguaStrategy::after_optimizer_step_communication() { algorithm_->after_optimizer_step(*comm_, trainable_, ++steps_); }
+
+collectives::CommTraffic BaguaStrategy::traffic_so_far() const {
+  collectives::CommTraffic sent = DDPStrategy::traffic_so_far();
+  if (own_comm_) sent += own_comm_->traffic();  // async's rounds
+  return sent;
 }
 
 std::string BaguaStrategy::summary() const { return DDPStrategy::summary() + "; " + algorithm_->describe(); }

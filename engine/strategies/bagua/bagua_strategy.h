@@ -31,8 +31,15 @@ class BaguaStrategy : public DDPStrategy {
 
   const bagua::BaguaAlgorithm& algorithm() const { return *algorithm_; }
 
+ protected:
+  // The algorithm's after_optimizer_step (decentralized and async exchange weights there).
+  void after_optimizer_step_communication() override;
+  // ddp's count plus the algorithm's own communicator (async), so bytes per step include both.
+  collectives::CommTraffic traffic_so_far() const override;
+
  private:
   std::unique_ptr<bagua::BaguaAlgorithm> algorithm_;
+  std::shared_ptr<collectives::Communicator> own_comm_;
   std::vector<Tensor> trainable_;
   int64_t steps_ = 0;
 };
