@@ -83,12 +83,6 @@ Edge gradient_edge(const Tensor& t) {
 
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
   if (!needs_grad(inputs)) return;
-  // The op's fresh output is held by the op alone; another reference here is a copy of it inside
-  // `fn`, which would make the node own itself (a cycle that leaks the graph and, through the
-  // AccumulateGrad nodes, the parameters whenever no backward releases it).
-  if (output.impl_ptr().use_count() != 1)
-    throw AutogradError(std::string("internal error: the backward of ") + name +
-                        " holds its own output; save output.detach() instead");
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
