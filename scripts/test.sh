@@ -8,11 +8,19 @@
 #      emulator does not run nvcc and cannot catch nvcc-only errors. The host C++ they share with
 #      the emulation build is compiled there already.
 # Multi-rank tests run under mpirun. On a GPU machine, scripts/gpu_run.sh runs the real suite.
+# TANDEM_SANITIZE=address,undefined makes step 1 a sanitized build (build-emu-sanitized/):
+# the same suite under AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
+# (docs/TESTING.md, "Sanitizers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu}
-TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE
+if [ -n "${TANDEM_SANITIZE:-}" ]; then
+  EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu-sanitized}
+  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE -DTANDEM_SANITIZE="$TANDEM_SANITIZE"
+else
+  EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu}
+  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE
+fi
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   BUILD_DIR=${TANDEM_BUILD_DIR:-build}
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -42,7 +42,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     Tensor acc(leaf->grad);
     acc.copy_(acc.detach() + g);  // in place so views of .grad (buckets) stay valid
   }
-  for (auto& hook : leaf->post_accumulate_hooks) hook();
+  for (auto& [id, hook] : leaf->post_accumulate_hooks) hook(leaf_tensor);
   return {};
 }
 

@@ -64,8 +64,10 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Makes `output` the result of a differentiable op over `inputs`: when needed, creates a
 // FunctionNode named `name` with backward `fn` (returning one gradient per input, in order).
-// `fn` must not capture `output` itself (that would be a reference cycle); capture
-// output.detach() instead.
+// `fn` must not capture `output` itself, nor any handle that shares its TensorImpl (contiguous()
+// and the like may return the same handle): the node would own itself, a cycle that leaks the
+// graph and, through its AccumulateGrad nodes, the parameters whenever no backward releases it
+// (a loss dropped after a nan, an evaluation with grad on). Capture output.detach() instead.
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
 
 // The edge to a tensor's gradient: its grad_fn, or its leaf's AccumulateGrad.

@@ -27,7 +27,9 @@ Tensor softmax_impl(const Tensor& x, int dim, bool log) {
   Tensor yl = Tensor::empty(xl.shape(), x.dtype(), x.device());
   if (rows) backend_of(x).softmax(xl.view_desc(), rows, cols, yl.view_desc(), log);
   Tensor y = ops::move_last_to_dim(yl, dim).contiguous();
-  Tensor ys = yl;  // saved in the last-dim layout
+  // Saved in the last-dim layout through a handle of its own: for the last dim y is yl itself,
+  // and a closure holding y's TensorImpl would own its own node.
+  Tensor ys = yl.detach();
   autograd::record(log ? "LogSoftmax" : "Softmax", y, {x}, [ys, dim, log, rows, cols](const Tensor& g) {
     Tensor gl = ops::move_dim_last(g, dim);
     Tensor gx = Tensor::empty(gl.shape(), gl.dtype(), gl.device());

@@ -19,6 +19,7 @@ struct Reducer::State {
   std::vector<ReducerBucket> buckets;
   std::vector<Tensor> buffers;                 // one flat buffer per bucket
   std::vector<size_t> bucket_of, slot_of;      // per parameter
+  std::vector<HookHandle> hooks;               // per parameter: our gradient-ready hook
   // Per pass:
   bool sync = false;
   bool in_pass = false;
@@ -155,13 +156,15 @@ Reducer::Reducer(std::vector<Tensor> params, std::shared_ptr<collectives::Commun
   }
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < s.params.size(); ++k) {
-    s.params[k].register_post_accumulate_grad_hook([weak, k] {
+    s.hooks.push_back(s.params[k].register_post_accumulate_grad_hook([weak, k](const Tensor&) {
       if (auto st = weak.lock()) st->on_grad_ready(k);
-    });
+    }));
   }
 }
 
 Reducer::~Reducer() {
+  // The parameters outlive us (a model wrapped again and again must not collect dead hooks).
+  for (HookHandle& hook : state_->hooks) hook.remove();
   // Let a pass that was started finish on the wire before its buffers go away.
   for (auto& w : state_->works) {
     if (!w) continue;

@@ -16,8 +16,17 @@ namespace tandem {
 // device, and ordinary host memory otherwise.
 enum class HostMemory : uint8_t { Pageable, Pinned };
 
+// The storages alive in this process (all devices, borrowed ones included) and the bytes they
+// span: what a leak check compares before and after building and dropping a model.
+struct LiveStorage {
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
 class Storage {
  public:
+  static LiveStorage live();
+
   // host_memory applies to CPU storage only (Pinned on another device is a DeviceError).
   Storage(size_t nbytes, Device device, HostMemory host_memory = HostMemory::Pageable);
   ~Storage();
@@ -35,7 +44,8 @@ class Storage {
   bool borrowed() const { return borrowed_; }
 
  private:
-  Storage(void* data, size_t nbytes) : data_(data), nbytes_(nbytes), device_(Device::cpu()), borrowed_(true) {}
+  Storage(void* data, size_t nbytes);
+  void count_alive();
 
   void* data_ = nullptr;
   size_t nbytes_ = 0;

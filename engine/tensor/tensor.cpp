@@ -2,6 +2,7 @@
 // Views live in views.cpp.
 #include "engine/tensor/tensor.h"
 
+#include <atomic>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
@@ -276,10 +277,20 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::run_backward(*this, g.detach(), retain_graph);
 }
 
-void Tensor::register_post_accumulate_grad_hook(std::function<void()> fn) const {
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
   if (!is_leaf() || !requires_grad())
     throw AutogradError("post-accumulate-grad hooks can only be registered on leaf tensors that require grad");
-  impl().post_accumulate_hooks.push_back(std::move(fn));
+  static std::atomic<uint64_t> next_hook_id{1};
+  const uint64_t id = next_hook_id++;
+  impl().post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return HookHandle(impl_, id);
+}
+
+void HookHandle::remove() {
+  auto impl = tensor_.lock();
+  if (!impl) return;
+  std::erase_if(impl->post_accumulate_hooks, [this](const auto& entry) { return entry.first == id_; });
+  tensor_.reset();
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor/device.h"
@@ -21,6 +22,11 @@ class AccumulateGrad;
 
 constexpr int kMaxDims = 8;
 
+class Tensor;
+// Runs once a leaf's .grad is final for a backward pass; it is given the leaf, so it need not
+// hold a handle to it (the leaf stores its hooks: a hook holding the leaf would keep it alive).
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -34,8 +40,22 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   int output_nr = 0;                        // which output of grad_fn this is
   std::weak_ptr<autograd::AccumulateGrad> grad_accumulator;  // leaves only, made on demand
-  // Hooks called after this leaf's .grad is final for a backward pass (DDP buckets).
-  std::vector<std::function<void()>> post_accumulate_hooks;
+  // Hooks called after this leaf's .grad is final for a backward pass (DDP buckets), with the
+  // id that removes each.
+  std::vector<std::pair<uint64_t, PostAccumulateGradHook>> post_accumulate_hooks;
+};
+
+// Removes one hook from the tensor it was registered on. Removing it twice, or once the tensor
+// is gone, does nothing.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<TensorImpl> tensor, uint64_t id) : tensor_(std::move(tensor)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<TensorImpl> tensor_;
+  uint64_t id_ = 0;
 };
 
 class Tensor {
@@ -128,8 +148,9 @@ class Tensor {
   // and device must equal ours (another floating dtype is cast to ours, as PyTorch does).
   // Frees the graph unless retain_graph.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  // Registers fn to run once this leaf's .grad is final in each backward pass.
-  void register_post_accumulate_grad_hook(std::function<void()> fn) const;
+  // Registers hook to run once this leaf's .grad is final in each backward pass, until the
+  // handle removes it (AutogradError on a non-leaf or a tensor that does not require grad).
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -137,6 +137,22 @@ TEST(Reducer, TwoSynchronizedBackwardsWithoutAStepIsAnError) {
   EXPECT_EQ(params[0].grad().to_vector<float>(), (std::vector<float>{0, 0}));
 }
 
+TEST(Reducer, ADroppedReducerTakesItsHooksWithIt) {
+  // A model wrapped again and again (a sweep) must not collect dead hooks on its parameters.
+  auto params = make_params({3, 5});
+  const std::vector<bool> all(params.size(), true);
+  for (int wrap = 0; wrap < 3; ++wrap) {
+    Reducer reducer(params, g_world);
+    for (const Tensor& p : params) EXPECT_EQ(p.impl().post_accumulate_hooks.size(), 1u);
+    for (auto& p : params) p.set_grad(Tensor());
+    reducer.prepare_for_backward(true);
+    loss_for(params, g_world->rank(), all, false).backward();
+    reducer.finalize();
+    EXPECT_EQ(params[1].grad().to_vector<float>()[2], expected_avg(1, 2, 1));
+  }
+  for (const Tensor& p : params) EXPECT_EQ(p.impl().post_accumulate_hooks.size(), 0u);
+}
+
 TEST(Reducer, DifferentModelsOnDifferentRanksAreAConfigErrorEverywhere) {
   if (g_world->size() == 1) GTEST_SKIP() << "needs two ranks";
   auto params = make_params(g_world->rank() == 1 ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{3, 5});

@@ -101,9 +101,8 @@ TEST(Training, PostAccumulateGradHooksFireOncePerParameterPerBackward) {
   std::map<std::string, int> fired;
   for (auto& [name, p] : model.named_parameters()) {
     std::string n = name;
-    Tensor handle = p;
-    p.register_post_accumulate_grad_hook([&fired, n, handle] {
-      EXPECT_TRUE(handle.grad().defined()) << n;  // the gradient is already there
+    p.register_post_accumulate_grad_hook([&fired, n](const Tensor& leaf) {
+      EXPECT_TRUE(leaf.grad().defined()) << n;  // the gradient is already there
       ++fired[n];
     });
   }

@@ -115,11 +115,12 @@ TEST(Autograd, PostAccumulateHookFiresOnceWhenGradIsFinal) {
   Tensor b = Tensor::from_vector<double>({3}, {1}).requires_grad_();
   std::vector<std::string> order;
   std::vector<double> seen;
-  w.register_post_accumulate_grad_hook([&] {
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    EXPECT_TRUE(leaf.same_impl(w));
     order.push_back("w");
-    seen = w.grad().to_vector<double>();
+    seen = leaf.grad().to_vector<double>();
   });
-  b.register_post_accumulate_grad_hook([&] { order.push_back("b"); });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("b"); });
   // w is used on two paths; its hook must fire once, after both contributions are summed.
   Tensor y = sum(w * 3.0) + sum(w * w) + sum(b);
   y.backward();
@@ -127,7 +128,40 @@ TEST(Autograd, PostAccumulateHookFiresOnceWhenGradIsFinal) {
   EXPECT_EQ(std::count(order.begin(), order.end(), "b"), 1);
   EXPECT_EQ(seen, (std::vector<double>{5, 7}));  // 3 + 2w
   // Hooks on non-leaves are refused.
-  EXPECT_THROW((w * 2.0).register_post_accumulate_grad_hook([] {}), AutogradError);
+  EXPECT_THROW((w * 2.0).register_post_accumulate_grad_hook([](const Tensor&) {}), AutogradError);
+}
+
+TEST(Autograd, RemovedPostAccumulateHookNoLongerFires) {
+  Tensor w = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  int kept = 0, removed = 0;
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { ++kept; });
+  HookHandle handle = w.register_post_accumulate_grad_hook([&](const Tensor&) { ++removed; });
+  sum(w * w).backward();
+  handle.remove();
+  handle.remove();  // a second remove does nothing
+  sum(w * w).backward();
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(removed, 1);
+  EXPECT_EQ(w.impl().post_accumulate_hooks.size(), 1u);
+}
+
+TEST(Autograd, HooksAndGraphsDoNotKeepTheirTensorsAlive) {
+  std::weak_ptr<TensorImpl> weight, softmax_out;
+  HookHandle late_handle;
+  {
+    Tensor w = Tensor::randn({3, 4}).requires_grad_();
+    w.register_post_accumulate_grad_hook([](const Tensor& leaf) { EXPECT_TRUE(leaf.grad().defined()); });
+    late_handle = w.register_post_accumulate_grad_hook([](const Tensor&) {});
+    // A graph that is never backwarded (a loss dropped after a nan, an evaluation with grad on),
+    // through log_softmax over the last dim, whose backward saves its output.
+    Tensor out = log_softmax(matmul(Tensor::randn({2, 3}), w), -1);
+    softmax_out = out.impl_ptr();
+    Tensor loss = sum(out);
+    weight = w.impl_ptr();
+  }
+  EXPECT_TRUE(weight.expired());
+  EXPECT_TRUE(softmax_out.expired());
+  late_handle.remove();  // its tensor is gone: nothing to do
 }
 
 TEST(Autograd, HooksFireInReverseOrderOfUse) {
@@ -135,8 +169,8 @@ TEST(Autograd, HooksFireInReverseOrderOfUse) {
   Tensor w1 = Tensor::ones({2, 2}, DType::Float64).requires_grad_();
   Tensor w2 = Tensor::ones({2, 2}, DType::Float64).requires_grad_();
   std::vector<int> order;
-  w1.register_post_accumulate_grad_hook([&] { order.push_back(1); });
-  w2.register_post_accumulate_grad_hook([&] { order.push_back(2); });
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back(1); });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back(2); });
   Tensor x = Tensor::ones({3, 2}, DType::Float64);
   sum(linear(relu(linear(x, w1)), w2)).backward();
   EXPECT_EQ(order, (std::vector<int>{2, 1}));
