@@ -40,7 +40,7 @@ class InjectedFault : public trainer::Callback {
     if (fault_.mode != "hang_backward" || t.global_rank() != fault_.rank) return;
     trainer::Trainer* trainer = &t;
     const int64_t step = fault_.step;
-    module.parameters().front().register_post_accumulate_grad_hook([trainer, step] {
+    module.parameters().front().register_post_accumulate_grad_hook([trainer, step](const Tensor&) {
       if (trainer->global_step() != step) return;
       std::fprintf(stderr, "rank %d: injected fault: hanging inside backward at step %lld\n", trainer->global_rank(),
                    static_cast<long long>(step));
