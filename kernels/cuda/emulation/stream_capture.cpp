@@ -3,7 +3,6 @@
 #include "kernels/cuda/emulation/stream_capture.h"
 
 #include <map>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -22,19 +21,12 @@ struct Graph {
 
 struct Captures {
   std::mutex mutex;
-  std::map<cudaStream_t, std::shared_ptr<Capture>> by_stream;
+  std::map<cudaStream_t, Capture> by_stream;
 };
 
 Captures& captures() {
   static Captures* c = new Captures;  // never destroyed: graphs may be released after static destruction
   return *c;
-}
-
-std::shared_ptr<Capture> capture_of(cudaStream_t stream) {
-  Captures& c = captures();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  const auto it = c.by_stream.find(stream);
-  return it == c.by_stream.end() ? nullptr : it->second;
 }
 
 bool is_default_stream(cudaStream_t stream) {
@@ -44,20 +36,25 @@ bool is_default_stream(cudaStream_t stream) {
 }  // namespace
 
 cudaError_t run_or_record(cudaStream_t stream, QueuedOperation operation) {
-  const std::shared_ptr<Capture> capture = is_default_stream(stream) ? nullptr : capture_of(stream);
-  if (!capture) return operation();
-  Captures& c = captures();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (capture->invalidated) return cudaErrorStreamCaptureInvalidated;
-  capture->operations.push_back(std::move(operation));
-  return cudaSuccess;
+  if (!is_default_stream(stream)) {
+    Captures& c = captures();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    const auto it = c.by_stream.find(stream);
+    if (it != c.by_stream.end()) {
+      if (it->second.invalidated) return cudaErrorStreamCaptureInvalidated;
+      it->second.operations.push_back(std::move(operation));
+      return cudaSuccess;
+    }
+  }
+  return operation();  // outside the lock: a kernel may queue more work
 }
 
 bool invalidate_capture(cudaStream_t stream) {
-  const std::shared_ptr<Capture> capture = capture_of(stream);
-  if (!capture) return false;
-  std::lock_guard<std::mutex> lock(captures().mutex);
-  capture->invalidated = true;
+  Captures& c = captures();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const auto it = c.by_stream.find(stream);
+  if (it == c.by_stream.end()) return false;
+  it->second.invalidated = true;
   return true;
 }
 
@@ -72,7 +69,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   Captures& c = captures();
   std::lock_guard<std::mutex> lock(c.mutex);
   if (c.by_stream.count(stream)) return set_last_error(cudaErrorIllegalState);
-  c.by_stream[stream] = std::make_shared<Capture>();
+  c.by_stream[stream] = Capture{};
   return cudaSuccess;
 }
 
@@ -82,18 +79,20 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   std::lock_guard<std::mutex> lock(c.mutex);
   const auto it = c.by_stream.find(stream);
   if (it == c.by_stream.end()) return set_last_error(cudaErrorIllegalState);
-  const std::shared_ptr<Capture> capture = it->second;
+  Capture capture = std::move(it->second);
   c.by_stream.erase(it);
-  if (capture->invalidated) return set_last_error(cudaErrorStreamCaptureInvalidated);
-  *graph = reinterpret_cast<cudaGraph_t>(new Graph{std::move(capture->operations)});
+  if (capture.invalidated) return set_last_error(cudaErrorStreamCaptureInvalidated);
+  *graph = reinterpret_cast<cudaGraph_t>(new Graph{std::move(capture.operations)});
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  const std::shared_ptr<Capture> capture = is_default_stream(stream) ? nullptr : capture_of(stream);
-  *status = !capture ? cudaStreamCaptureStatusNone
-            : capture->invalidated ? cudaStreamCaptureStatusInvalidated
-                                   : cudaStreamCaptureStatusActive;
+  Captures& c = captures();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const auto it = is_default_stream(stream) ? c.by_stream.end() : c.by_stream.find(stream);
+  *status = it == c.by_stream.end() ? cudaStreamCaptureStatusNone
+            : it->second.invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
   return cudaSuccess;
 }
 
