@@ -43,6 +43,7 @@ void DDP2Strategy::setup_module(trainer::LightningModule& module) {
 }
 
 void DDP2Strategy::before_training_step(trainer::LightningModule& module) {
+  step_traffic_.begin(comm_->traffic());
   if (comm_->size() == 1) return;
   NoGradGuard no_grad;
   for (auto& [name, b] : module.named_buffers()) comm_->broadcast(b, 0);
@@ -67,6 +68,12 @@ void DDP2Strategy::optimizer_step(optim::Optimizer& optimizer, const std::functi
     }
   }
   Strategy::optimizer_step(optimizer, before_step);
+  step_traffic_.end(comm_->traffic());
+}
+
+std::string DDP2Strategy::summary() const {
+  return name() + ": " + std::to_string(comm_->size()) + " node(s) over " + comm_->backend_name() +
+         ", one process per node" + step_traffic_.summary();
 }
 
 double DDP2Strategy::reduce(double value, trainer::ReduceFx reduce_fx) const {

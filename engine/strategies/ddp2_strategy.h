@@ -6,12 +6,14 @@
 // each batch is split over that node's devices: effective batch = batch_size x num_nodes.
 //
 // Rank 0's weights and buffers are broadcast at setup and its buffers before every training
-// step (as ddp), so replicas stay identical across nodes.
+// step (as ddp), so replicas stay identical across nodes. summary() reports what each process
+// sent across nodes per step, counted by the communicator as for ddp.
 #pragma once
 #include <memory>
 
 #include "collectives/communicator.h"
 #include "engine/strategies/data_parallel_strategy.h"
+#include "engine/strategies/step_traffic_meter.h"
 
 namespace tandem {
 
@@ -38,10 +40,13 @@ class DDP2Strategy : public DataParallelStrategy {
   void barrier(const std::string& where) const override;
   int64_t broadcast_from_zero(int64_t value) const override;
   Tensor all_gather(const Tensor& tensor) const override;
+  std::string summary() const override;
+  std::optional<StepTraffic> step_traffic() const override { return step_traffic_.total(); }
 
  private:
   std::shared_ptr<collectives::Communicator> comm_;
   Device comm_device_ = Device::cpu();
+  StepTrafficMeter step_traffic_;  // what crossed nodes (the devices of a node share memory)
 };
 
 }  // namespace tandem

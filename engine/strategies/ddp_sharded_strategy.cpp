@@ -87,7 +87,7 @@ std::string DDPShardedStrategy::summary() const {
                 name().c_str(), comm_->size(), comm_->backend_name().c_str(),
                 static_cast<long long>(shard_ ? shard_->shard_numel() : 0), static_cast<long long>(shard_ ? shard_->numel() : 0),
                 double(shard_ ? shard_->state_bytes() : 0) / 1e6);
-  return line + traffic_summary();
+  return line + step_traffic_.summary();
 }
 
 }  // namespace tandem

@@ -109,36 +109,11 @@ void DDPStrategy::setup_module(trainer::LightningModule& module) {
 
 collectives::CommTraffic DDPStrategy::traffic_so_far() const { return comm_->traffic(); }
 
-void DDPStrategy::begin_step_traffic() {
-  if (!step_started_) step_started_ = traffic_so_far();
-}
+void DDPStrategy::begin_step_traffic() { step_traffic_.begin(traffic_so_far()); }
 
-void DDPStrategy::end_step_traffic() {
-  if (!step_started_) return;  // a step the loops did not start (a test calling optimizer_step alone)
-  step_traffic_.sent += traffic_so_far() - *step_started_;
-  step_traffic_.steps += 1;
-  step_started_.reset();
-}
+void DDPStrategy::end_step_traffic() { step_traffic_.end(traffic_so_far()); }
 
-std::optional<StepTraffic> DDPStrategy::step_traffic() const { return step_traffic_; }
-
-std::string DDPStrategy::traffic_summary() const {
-  std::string kinds;
-  for (int i = 0; i < collectives::kCommOpCount; ++i) {
-    const auto op = static_cast<collectives::CommOp>(i);
-    if (step_traffic_.sent.calls_of(op) == 0) continue;
-    char part[96];
-    std::snprintf(part, sizeof part, "%s%.1f %s", kinds.empty() ? "" : ", ",
-                  double(step_traffic_.sent.calls_of(op)) / double(std::max<int64_t>(step_traffic_.steps, 1)),
-                  collectives::comm_op_name(op));
-    kinds += part;
-  }
-  char line[256];
-  std::snprintf(line, sizeof line, "; sent %.0f bytes per step (this rank, over %lld steps; %s per step)",
-                step_traffic_.bytes_per_step(), static_cast<long long>(step_traffic_.steps),
-                kinds.empty() ? "no operations" : kinds.c_str());
-  return line;
-}
+std::optional<StepTraffic> DDPStrategy::step_traffic() const { return step_traffic_.total(); }
 
 void DDPStrategy::before_training_step(trainer::LightningModule& module) {
   begin_step_traffic();
@@ -186,7 +161,7 @@ std::string DDPStrategy::summary() const {
                 name().c_str(), comm_->size(), comm_->backend_name().c_str(), reducer_ ? reducer_->buckets().size() : size_t(0),
                 static_cast<long long>(s.reductions), s.mean_exposed_ms(),
                 static_cast<long long>(s.buckets_launched_in_backward), static_cast<long long>(s.bucket_launches));
-  return line + traffic_summary();
+  return line + step_traffic_.summary();
 }
 
 void HorovodStrategy::launch(const ExecutionPlan& plan, const std::vector<std::string>& /*argv*/) {

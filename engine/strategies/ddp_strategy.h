@@ -24,6 +24,7 @@
 
 #include "collectives/communicator.h"
 #include "engine/strategies/reducer.h"
+#include "engine/strategies/step_traffic_meter.h"
 #include "engine/strategies/strategy.h"
 
 namespace tandem {
@@ -82,8 +83,6 @@ class DDPStrategy : public Strategy {
   // Communication after the optimizer step that belongs to the step (bagua: weight averaging),
   // run by optimizer_step before the step's traffic is closed.
   virtual void after_optimizer_step_communication() {}
-  // ", sent 7.63 MB per step (this rank; 2 allreduce, ...)" for summary().
-  std::string traffic_summary() const;
 
   std::shared_ptr<collectives::Communicator> comm_;
   Device comm_device_ = Device::cpu();  // where scalars and gathered tensors go for the communicator
@@ -91,8 +90,7 @@ class DDPStrategy : public Strategy {
   ReducerOptions reducer_options_;
   std::unique_ptr<Reducer> reducer_;
   ReducerStats finished_stats_;  // of reducers from earlier stages, for summary()
-  StepTraffic step_traffic_;
-  std::optional<collectives::CommTraffic> step_started_;  // set while a step is under way
+  StepTrafficMeter step_traffic_;
 };
 
 // Horovod's model on Tandem's own collectives: one process per device, started by mpirun or

@@ -157,5 +157,35 @@ TEST(DDP2Trainer, OneProcessPerNodeSplittingItsBatchOverItsDevices) {
                 std::to_string(8 * w) + "; each process splits its batch over 2 devices");
 }
 
+TEST(DDP2Traffic, EachStepAllreducesEveryParametersGradientAcrossNodes) {
+  OneRankPerNode nodes;
+  SharedDir dir;
+  const int W = g_world->size(), R = g_world->rank();
+  SyntheticDataModule dm(37, 16, 4);
+  manual_seed(42);
+  TinyClassifier model(0.05, 0.0);
+  TrainerOptions o = testing::quiet_options(dir.path);
+  o.strategy = "ddp2";
+  o.devices = 2;
+  o.num_nodes = W;
+  o.max_epochs = 2;
+  o.num_sanity_val_steps = 0;
+  Trainer trainer(o);
+  trainer.fit(model, dm);
+  const StepTraffic traffic = trainer.strategy().step_traffic().value_or(StepTraffic{});
+  // 37 examples at batch 4 per process over W nodes: ceil(ceil(37 / W) / 4) steps an epoch.
+  const int64_t steps = 2 * (((37 + W - 1) / W + 3) / 4);
+  EXPECT_EQ(traffic.steps, steps);
+  // A ring allreduce of n elements sends the n - chunk(n) elements other ranks own, twice
+  // (reduce-scatter, then allgather). Per step: one allreduce of each parameter's gradient
+  // (TinyClassifier: 16x4, 16, 3x16, 3 float32) and the finite-loss check (one int32); the
+  // devices inside a node share memory and send nothing.
+  auto ring = [&](int64_t n) { return 2 * (n - collectives::chunk_count(n, W, R)) * 4; };
+  const int64_t per_step = ring(64) + ring(16) + ring(48) + ring(3) + ring(1);
+  EXPECT_EQ(traffic.sent.bytes_of(collectives::CommOp::Allreduce), steps * per_step);
+  EXPECT_EQ(traffic.sent.calls_of(collectives::CommOp::Allreduce), W > 1 ? steps * 5 : 0);  // one node: nothing to send
+  EXPECT_NE(trainer.strategy().summary().find("sent"), std::string::npos) << trainer.strategy().summary();
+}
+
 }  // namespace
 }  // namespace tandem::trainer

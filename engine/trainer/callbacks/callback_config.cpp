@@ -1,5 +1,6 @@
 #include "engine/trainer/callbacks/callback_config.h"
 
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -49,8 +50,23 @@ OptionSpec mode_option(const std::string& what) {
   return o;
 }
 
-ClassSpec model_checkpoint_class() {
-  return {"ModelCheckpoint",
+std::optional<double> optional_double(const YAML::Node& v) {
+  return is_null(v) ? std::nullopt : std::optional<double>(v.as<double>());
+}
+std::optional<bool> optional_bool(const YAML::Node& v) {
+  return is_null(v) ? std::nullopt : std::optional<bool>(v.as<bool>());
+}
+std::string string_or_empty(const YAML::Node& v) { return is_null(v) ? "" : v.Scalar(); }
+
+// A class the configuration can name: its options, and how a resolved entry (every option
+// present, validated) becomes the callback.
+struct CallbackClass {
+  ClassSpec spec;
+  std::function<std::shared_ptr<Callback>(const YAML::Node&)> build;
+};
+
+CallbackClass model_checkpoint_class() {
+  ClassSpec spec{"ModelCheckpoint",
           "saves checkpoints, keeping the best save_top_k by monitor (replaces the default one)",
           {nullable_option("dirpath", ValueKind::String, "directory (null: <log_dir>/checkpoints)"),
            nullable_option("filename", ValueKind::String, "template like 'epoch={epoch}-{val_acc:.3f}' (null: {epoch}-{step})"),
@@ -64,13 +80,28 @@ ClassSpec model_checkpoint_class() {
            make_option("auto_insert_metric_name", ValueKind::Bool, YAML::Node(true), "write 'name=' before each value"),
            nullable_option("save_on_train_epoch_end", ValueKind::Bool,
                            "true: save at train epoch end; false: after validation (null: Lightning's rule)")}};
+  return {std::move(spec), [](const YAML::Node& c) -> std::shared_ptr<Callback> {
+    ModelCheckpointOptions o;
+    o.dirpath = string_or_empty(c["dirpath"]);
+    o.filename = string_or_empty(c["filename"]);
+    o.monitor = string_or_empty(c["monitor"]);
+    o.mode = lower_case(c["mode"].Scalar());
+    o.save_top_k = c["save_top_k"].as<int64_t>();
+    o.save_last = c["save_last"].as<bool>();
+    if (!is_null(c["every_n_epochs"])) o.every_n_epochs = c["every_n_epochs"].as<int64_t>();
+    o.every_n_train_steps = c["every_n_train_steps"].as<int64_t>();
+    o.train_time_interval = optional_double(c["train_time_interval"]);
+    o.auto_insert_metric_name = c["auto_insert_metric_name"].as<bool>();
+    o.save_on_train_epoch_end = optional_bool(c["save_on_train_epoch_end"]);
+    return std::make_shared<ModelCheckpoint>(o);
+  }};
 }
 
-ClassSpec early_stopping_class() {
+CallbackClass early_stopping_class() {
   OptionSpec monitor = make_option("monitor", ValueKind::String, null_node(), "metric to watch, e.g. val_loss");
   OptionSpec min_delta = make_option("min_delta", ValueKind::Float, YAML::Node("0.0"), "smallest change that counts as an improvement");
   min_delta.validate = [](const YAML::Node& v, const std::string& key) { require_range(v, key, 0, kInf); };
-  return {"EarlyStopping",
+  ClassSpec spec{"EarlyStopping",
           "stops fit when monitor has not improved by more than min_delta for patience checks",
           {monitor, min_delta, int_at_least("patience", 3, 0, "checks without improvement before stopping"),
            mode_option("monitor"),
@@ -79,17 +110,53 @@ ClassSpec early_stopping_class() {
            nullable_option("stopping_threshold", ValueKind::Float, "stop once monitor is this good"),
            nullable_option("divergence_threshold", ValueKind::Float, "stop once monitor is this bad"),
            nullable_option("check_on_train_epoch_end", ValueKind::Bool, "check at train epoch end (null: Lightning's rule)")}};
+  return {std::move(spec), [](const YAML::Node& c) -> std::shared_ptr<Callback> {
+    EarlyStoppingOptions o;
+    o.monitor = c["monitor"].Scalar();
+    o.min_delta = c["min_delta"].as<double>();
+    o.patience = c["patience"].as<int64_t>();
+    o.mode = lower_case(c["mode"].Scalar());
+    o.strict = c["strict"].as<bool>();
+    o.check_finite = c["check_finite"].as<bool>();
+    o.stopping_threshold = optional_double(c["stopping_threshold"]);
+    o.divergence_threshold = optional_double(c["divergence_threshold"]);
+    o.check_on_train_epoch_end = optional_bool(c["check_on_train_epoch_end"]);
+    return std::make_shared<EarlyStopping>(o);
+  }};
 }
 
-ClassSpec learning_rate_monitor_class() {
+CallbackClass learning_rate_monitor_class() {
   OptionSpec interval = nullable_option("logging_interval", ValueKind::String, "step or epoch (null: the scheduler's interval)");
   interval.choices = {"step", "epoch"};
-  return {"LearningRateMonitor", "logs each param group's learning rate as lr-<Optimizer>", {interval}};
+  return {{"LearningRateMonitor", "logs each param group's learning rate as lr-<Optimizer>", {interval}},
+          [](const YAML::Node& c) -> std::shared_ptr<Callback> {
+            const YAML::Node given = c["logging_interval"];
+            return std::make_shared<LearningRateMonitor>(is_null(given) ? std::nullopt
+                                                                         : std::optional<std::string>(given.Scalar()));
+          }};
 }
 
-ClassSpec model_summary_class() {
-  return {"ModelSummary", "prints the parameter table at the start of fit (replaces the default one)",
-          {int_at_least("max_depth", 1, -1, "module depth to list (-1: all)")}};
+CallbackClass model_summary_class() {
+  return {{"ModelSummary", "prints the parameter table at the start of fit (replaces the default one)",
+           {int_at_least("max_depth", 1, -1, "module depth to list (-1: all)")}},
+          [](const YAML::Node& c) -> std::shared_ptr<Callback> {
+            return std::make_shared<ModelSummary>(c["max_depth"].as<int>());
+          }};
+}
+
+// The one list of configurable callback classes: resolve_class_section reads their specs, and
+// an entry it has resolved is built by the class of the same (canonical) name.
+const std::vector<CallbackClass>& configurable_callbacks() {
+  static const std::vector<CallbackClass> classes{model_checkpoint_class(), early_stopping_class(),
+                                                  learning_rate_monitor_class(), model_summary_class()};
+  return classes;
+}
+
+std::shared_ptr<Callback> make_callback(const YAML::Node& resolved) {
+  const std::string name = resolved["name"].Scalar();
+  for (const CallbackClass& c : configurable_callbacks())
+    if (c.spec.name == name) return c.build(resolved);
+  throw ConfigError("callback class " + name + " is not configurable");  // resolve_class_section let it through
 }
 
 // One entry in the {name: Class, option: value} spelling. ConfigError for anything else.
@@ -132,59 +199,15 @@ YAML::Node resolved_entry(const YAML::Node& entry, size_t i) {
   return holder[key];
 }
 
-std::optional<double> optional_double(const YAML::Node& v) {
-  return is_null(v) ? std::nullopt : std::optional<double>(v.as<double>());
-}
-std::optional<bool> optional_bool(const YAML::Node& v) {
-  return is_null(v) ? std::nullopt : std::optional<bool>(v.as<bool>());
-}
-std::string string_or_empty(const YAML::Node& v) { return is_null(v) ? "" : v.Scalar(); }
-
-std::shared_ptr<Callback> make_callback(const YAML::Node& c) {
-  const std::string name = c["name"].Scalar();
-  if (name == "ModelCheckpoint") {
-    ModelCheckpointOptions o;
-    o.dirpath = string_or_empty(c["dirpath"]);
-    o.filename = string_or_empty(c["filename"]);
-    o.monitor = string_or_empty(c["monitor"]);
-    o.mode = lower_case(c["mode"].Scalar());
-    o.save_top_k = c["save_top_k"].as<int64_t>();
-    o.save_last = c["save_last"].as<bool>();
-    if (!is_null(c["every_n_epochs"])) o.every_n_epochs = c["every_n_epochs"].as<int64_t>();
-    o.every_n_train_steps = c["every_n_train_steps"].as<int64_t>();
-    o.train_time_interval = optional_double(c["train_time_interval"]);
-    o.auto_insert_metric_name = c["auto_insert_metric_name"].as<bool>();
-    o.save_on_train_epoch_end = optional_bool(c["save_on_train_epoch_end"]);
-    return std::make_shared<ModelCheckpoint>(o);
-  }
-  if (name == "EarlyStopping") {
-    EarlyStoppingOptions o;
-    o.monitor = c["monitor"].Scalar();
-    o.min_delta = c["min_delta"].as<double>();
-    o.patience = c["patience"].as<int64_t>();
-    o.mode = lower_case(c["mode"].Scalar());
-    o.strict = c["strict"].as<bool>();
-    o.check_finite = c["check_finite"].as<bool>();
-    o.stopping_threshold = optional_double(c["stopping_threshold"]);
-    o.divergence_threshold = optional_double(c["divergence_threshold"]);
-    o.check_on_train_epoch_end = optional_bool(c["check_on_train_epoch_end"]);
-    return std::make_shared<EarlyStopping>(o);
-  }
-  if (name == "LearningRateMonitor") {
-    const YAML::Node interval = c["logging_interval"];
-    return std::make_shared<LearningRateMonitor>(is_null(interval) ? std::nullopt
-                                                                    : std::optional<std::string>(interval.Scalar()));
-  }
-  if (name == "ModelSummary") return std::make_shared<ModelSummary>(c["max_depth"].as<int>());
-  throw ConfigError("callback class " + name + " has no builder");  // callback_classes() and this list disagree
-}
-
 }  // namespace
 
 const std::vector<ClassSpec>& callback_classes() {
-  static const std::vector<ClassSpec> classes{model_checkpoint_class(), early_stopping_class(),
-                                              learning_rate_monitor_class(), model_summary_class()};
-  return classes;
+  static const std::vector<ClassSpec> specs = [] {
+    std::vector<ClassSpec> out;
+    for (const CallbackClass& c : configurable_callbacks()) out.push_back(c.spec);
+    return out;
+  }();
+  return specs;
 }
 
 void resolve_callbacks_config(YAML::Node& config) {
