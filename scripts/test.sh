@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then
-#   1. builds the CUDA emulation build (build-emu/, -DTANDEM_CUDA=EMULATE) and runs every test
-#      in it: the CPU suite, and the `gpu` tests on emulated GPUs (our CUDA kernels executing on
-#      the CPU, kernels/cuda/emulation); `gpu-only` tests (8 GiB tensors) skip;
+#   1. builds the CUDA emulation build under AddressSanitizer, LeakSanitizer and
+#      UndefinedBehaviorSanitizer (build-emu-sanitized/: -DTANDEM_CUDA=EMULATE
+#      -DTANDEM_SANITIZE=address,undefined, compiled at -O1) and runs every test in it: the CPU
+#      suite, the `gpu` tests on emulated GPUs (our CUDA kernels executing on the CPU,
+#      kernels/cuda/emulation; `gpu-only` tests, 8 GiB tensors, skip), the multi-rank tests under
+#      mpirun, and the fuzz targets over their corpora and mutants of them. One build serves
+#      both: emulated GPUs and sanitizers (docs/TESTING.md);
 #   2. where nvcc is installed, also compiles what only the real CUDA build compiles (build/:
 #      kernels/cuda/*.cu by nvcc, the cuBLASLt/cuDNN seams, the NCCL communicator), since the
-#      emulator does not run nvcc and cannot catch nvcc-only errors. The host C++ they share with
-#      the emulation build is compiled there already.
-# Multi-rank tests run under mpirun. On a GPU machine, scripts/gpu_run.sh runs the real suite.
-# TANDEM_SANITIZE=address,undefined makes step 1 a sanitized build (build-emu-sanitized/):
-# the same suite under AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
-# (docs/TESTING.md, "Sanitizers").
+#      emulator does not run nvcc and cannot catch nvcc-only errors.
+# TANDEM_SANITIZE= (empty) runs the same suite unsanitized at -O3 instead (build-emu/), e.g. to
+# time tests; TANDEM_SANITIZE=thread runs it under ThreadSanitizer. On a GPU machine,
+# scripts/gpu_run.sh runs the real suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-if [ -n "${TANDEM_SANITIZE:-}" ]; then
+SANITIZE=${TANDEM_SANITIZE-address,undefined}
+if [ -n "$SANITIZE" ]; then
   EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu-sanitized}
-  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE -DTANDEM_SANITIZE="$TANDEM_SANITIZE"
+  [ "$SANITIZE" = address,undefined ] || EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu-${SANITIZE//,/-}}
+  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE -DTANDEM_SANITIZE="$SANITIZE"
 else
   EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu}
-  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE
+  TANDEM_BUILD_DIR="$EMU_BUILD_DIR" scripts/build.sh -DTANDEM_CUDA=EMULATE -DTANDEM_SANITIZE=
 fi
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   BUILD_DIR=${TANDEM_BUILD_DIR:-build}
