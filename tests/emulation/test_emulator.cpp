@@ -106,6 +106,33 @@ TEST(Emulator, LaunchesAGpuWouldRefuseReportAnErrorAndRunNothing) {
   EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](int v) { return v == 0; }));
 }
 
+// A stream destroyed in the middle of a capture takes the capture with it: a stream created
+// later at the same address (the allocator hands it back) starts out not capturing and runs
+// its work at once.
+TEST(Emulator, AStreamDestroyedWhileCapturingLeavesNoCaptureBehind) {
+  DeviceBuffer<int> d(1);
+  int reused = 0;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    cudaStream_t first = nullptr, second = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&first), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(first, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(first), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&second), cudaSuccess);
+    if (second == first) {
+      ++reused;
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+      EXPECT_EQ(cudaStreamIsCapturing(second, &status), cudaSuccess);
+      EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+      const int value = 7 + attempt;
+      EXPECT_EQ(cudaMemcpyAsync(d.get(), &value, sizeof value, cudaMemcpyHostToDevice, second), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(second), cudaSuccess);
+      EXPECT_EQ(d.get_all()[0], value);  // ran, not recorded
+    }
+    ASSERT_EQ(cudaStreamDestroy(second), cudaSuccess);
+  }
+  if (reused == 0) GTEST_SKIP() << "the allocator never handed a destroyed stream's address back";
+}
+
 using EmulatorDeathTest = ::testing::Test;
 
 TEST_F(EmulatorDeathTest, ABarrierPartOfTheBlockNeverReachesAborts) {

@@ -492,6 +492,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto* st = reinterpret_cast<Stream*>(stream);
   if (!s.streams.erase(st)) return fail(cudaErrorInvalidResourceHandle);
+  forget_capture(stream);
   s.host_seen.erase(st);
   for (Stream* other : s.streams) other->seen.erase(st);
   for (Event* e : s.events)

@@ -58,6 +58,12 @@ bool invalidate_capture(cudaStream_t stream) {
   return true;
 }
 
+void forget_capture(cudaStream_t stream) {
+  Captures& c = captures();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.by_stream.erase(stream);
+}
+
 }  // namespace tandem::emu
 
 using namespace tandem::emu;

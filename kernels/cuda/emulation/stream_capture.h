@@ -29,4 +29,8 @@ cudaError_t set_last_error(cudaError_t err);
 // Invalidates the capture `stream` is recording; false when it records none.
 bool invalidate_capture(cudaStream_t stream);
 
+// Drops the capture of a stream being destroyed (its recorded operations with it), so that a
+// stream created later at the same address does not inherit it.
+void forget_capture(cudaStream_t stream);
+
 }  // namespace tandem::emu
