@@ -16,7 +16,7 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/support/run_command.h"
+#include "tests/support/cli_run.h"
 #include "tiny_idx_dataset.h"
 
 #ifndef TANDEM_CLI_PATH
@@ -32,17 +32,8 @@ namespace {
 
 // stdout and stderr together (ranks interleave them), exit code. `launcher` is "" (tandem
 // relaunches itself when it must) or "mpirun -np N".
-struct CliRun {
-  int exit_code = -1;
-  std::string output;
-  bool has(const std::string& s) const { return output.find(s) != std::string::npos; }
-};
-
 CliRun run(const std::string& launcher, const std::string& args, const fs::path& cwd) {
-  const CommandResult r = run_command("cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
-                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
-                                      launcher + " " + TANDEM_CLI_PATH + " " + args);
-  return {r.exit_code, r.out + r.err};
+  return run_cli(cwd.string(), "", launcher + " " + TANDEM_CLI_PATH + " " + args);
 }
 
 std::string mpirun(int np) { return std::string(TANDEM_MPIEXEC_PATH) + " -np " + std::to_string(np); }
@@ -52,14 +43,6 @@ std::string read_file(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// "| test_acc | 0.35 |" -> 0.35 from a printed metrics table.
-double table_value(const std::string& output, const std::string& name) {
-  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+]+)\\s*\\|");
-  std::smatch m;
-  if (!std::regex_search(output, m, row)) return std::nan("");
-  return std::stod(m[1]);
 }
 
 class DDPCli : public ::testing::Test {

@@ -20,7 +20,7 @@
 #include <regex>
 
 #include "engine/trainer/checkpoint.h"
-#include "tests/support/run_command.h"
+#include "tests/support/cli_run.h"
 #include "tiny_idx_dataset.h"
 
 #ifndef FAULTY_TANDEM_PATH
@@ -34,32 +34,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;
-  double seconds = 0;
-  bool has(const std::string& s) const { return output.find(s) != std::string::npos; }
-  int count(const std::string& s) const {
-    int n = 0;
-    for (size_t at = output.find(s); at != std::string::npos; at = output.find(s, at + 1)) ++n;
-    return n;
-  }
-};
-
 CliRun run(const std::string& fault, const std::string& args, const fs::path& cwd, const std::string& launcher = "") {
-  const auto start = std::chrono::steady_clock::now();
-  const CommandResult r = run_command("cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
-                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                                      "TANDEM_TEST_FAULT=" + fault + " " + launcher + " " + FAULTY_TANDEM_PATH + " " + args);
-  return {r.exit_code, r.out + r.err, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-}
-
-// "| val_loss | 2.3 |" from the printed metrics table.
-double table_value(const std::string& output, const std::string& name) {
-  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+]+)\\s*\\|");
-  std::smatch m;
-  if (!std::regex_search(output, m, row)) return std::nan("");
-  return std::stod(m[1]);
+  return run_cli(cwd.string(), "TANDEM_TEST_FAULT=" + fault, launcher + " " + FAULTY_TANDEM_PATH + " " + args);
 }
 
 // The last.safetensors of the newest version under root.

@@ -14,25 +14,12 @@
 
 #include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
-#include "tests/support/run_command.h"
+#include "tests/support/cli_run.h"
 #include "tiny_idx_dataset.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-struct CliRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-// "| val_loss | 2.31 |" -> 2.31 from the final metrics table.
-double table_value(const std::string& output, const std::string& name) {
-  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+naif]+)\\s*\\|");
-  std::smatch m;
-  if (!std::regex_search(output, m, row)) return std::nan("");
-  return std::stod(m[1]);
-}
 
 class CudaCli : public ::testing::Test {
  protected:
@@ -47,10 +34,7 @@ class CudaCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
   CliRun fit(const std::string& args, const std::string& launcher = "") {
-    const CommandResult r = run_command("cd '" + dir.string() + "' && env OMPI_ALLOW_RUN_AS_ROOT=1 "
-                                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + launcher + " " + TANDEM_CLI_PATH +
-                                        " fit " + common + " " + args);
-    return {r.exit_code, r.out + r.err};
+    return run_cli(dir.string(), "", launcher + " " + TANDEM_CLI_PATH + " fit " + common + " " + args);
   }
   fs::path dir;
   std::string common;

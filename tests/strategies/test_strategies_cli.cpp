@@ -17,31 +17,15 @@
 #include <fstream>
 #include <regex>
 
-#include "tests/support/run_command.h"
+#include "tests/support/cli_run.h"
 #include "tiny_idx_dataset.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output, err;
-  bool has(const std::string& s) const { return output.find(s) != std::string::npos; }
-};
-
 CliRun run(const std::string& launcher, const std::string& program, const std::string& args, const fs::path& cwd) {
-  const CommandResult r = run_command("cd '" + cwd.string() + "' && env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 "
-                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                                      "CUDA_VISIBLE_DEVICES= " + launcher + " " + program + " " + args);
-  return {r.exit_code, r.out + r.err, r.err};
-}
-
-double table_value(const std::string& output, const std::string& name) {
-  const std::regex row("\\|\\s*" + name + "\\s*\\|\\s*([-0-9.eE+]+)\\s*\\|");
-  std::smatch m;
-  if (!std::regex_search(output, m, row)) return std::nan("");
-  return std::stod(m[1]);
+  return run_cli(cwd.string(), "CUDA_VISIBLE_DEVICES=", launcher + " " + program + " " + args);
 }
 
 class StrategiesCli : public ::testing::Test {
