@@ -76,7 +76,8 @@ const std::vector<ClassSpec>& optimizer_classes() {
     ClassSpec adamw{"AdamW", "Adam with decoupled weight decay (torch.optim.AdamW)",
                     {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
                      non_negative_float("weight_decay", "0.01", "decoupled weight decay")}};
-    ClassSpec qadam{"QAdam", "Adam, then 8-bit compressed momentum with the variance frozen (Bagua's QAdam; only with "
+    ClassSpec qadam{"QAdam", "Adam, then 8-bit compressed momentum with error feedback, the variance frozen and each step "
+                             "bounded as Adam's (Bagua's QAdam; only with "
                              "--trainer.strategy=bagua --trainer.strategy.algorithm=qadam)",
                     {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
                      non_negative_float("weight_decay", "0.0", "L2 penalty"),
