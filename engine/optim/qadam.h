@@ -6,7 +6,7 @@
 //                      d = m / (1 - beta1^t) / (sqrt(v) / sqrt(1 - beta2^warmup_steps) + eps)
 //                      p -= lr * clamp(d, -B, B),  B = max(1, (1 - beta1) / sqrt(1 - beta2))
 //                      (elements with v = 0, never a gradient during the warm-up, stay put)
-// B is the bound Adam's own step obeys (Kingma & Ba, section 2.1: |step| <= lr * B), since its v
+// B is the bound Adam's own step obeys (Kingma & Ba, section 2.1: |step| <~ lr * B), since its v
 // grows with the gradient. Frozen, v no longer does: an element whose gradient was ~0 during the
 // warm-up (v down to 1e-26 for a unit that was inactive) has a denominator of about eps, and a
 // momentum it gains later (or a compression error of 1e-7) becomes a step of 10-10^4 x lr. Bagua's

@@ -26,13 +26,18 @@ void QAdamAlgorithm::before_optimizer_step(collectives::Communicator& comm, opti
   qadam->set_momentum_averager([this, world](const Tensor& exp_avg) {
     std::vector<int> everyone(static_cast<size_t>(world->size()));
     for (int r = 0; r < world->size(); ++r) everyone[static_cast<size_t>(r)] = r;
-    compressed_group_average(*world, exp_avg, everyone, kDefaultCompressionBlock, &residuals_[exp_avg.raw_data()]);
+    // Residuals start at zero for a momentum tensor not seen before (also after a checkpoint
+    // load replaced it; they are not saved) and for memory reused by a tensor of another size.
+    CompressionResiduals& residuals = residuals_[exp_avg.raw_data()];
+    if (residuals.sent.defined() && residuals.sent.numel() != exp_avg.numel()) residuals = {};
+    compressed_group_average(*world, exp_avg, everyone, kDefaultCompressionBlock, &residuals);
   });
 }
 
 std::string QAdamAlgorithm::describe() const {
   return "qadam: gradients averaged during QAdam's warm-up, then QAdam's momentum sent as 8-bit codes with a "
-         "min/max per " + std::to_string(kDefaultCompressionBlock) + " elements (scatter-reduce, then allgather) with error feedback; steps bounded as Adam's";
+         "min/max per " + std::to_string(kDefaultCompressionBlock) + " elements (scatter-reduce, then allgather) "
+         "with error feedback; steps bounded as Adam's";
 }
 
 }  // namespace tandem::bagua
