@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/config/config_args.h"
+#include "engine/config/trainer_section.h"
 #include "engine/core/error.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/qadam.h"
@@ -74,7 +76,8 @@ const std::vector<ClassSpec>& optimizer_classes() {
     ClassSpec adamw{"AdamW", "Adam with decoupled weight decay (torch.optim.AdamW)",
                     {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
                      non_negative_float("weight_decay", "0.01", "decoupled weight decay")}};
-    ClassSpec qadam{"QAdam", "Adam, then 8-bit compressed momentum with the variance frozen (Bagua's QAdam; only with "
+    ClassSpec qadam{"QAdam", "Adam, then 8-bit compressed momentum with error feedback, the variance frozen and each step "
+                             "bounded as Adam's (Bagua's QAdam; only with "
                              "--trainer.strategy=bagua --trainer.strategy.algorithm=qadam)",
                     {lr, betas_option(), non_negative_float("eps", "1e-08", "added to the denominator"),
                      non_negative_float("weight_decay", "0.0", "L2 penalty"),
@@ -211,6 +214,29 @@ void resolve_optimizer_sections(YAML::Node& config) {
     make_lr_scheduler(config["lr_scheduler"], *optimizer, {.max_epochs = 1, .max_steps = 1});
   } catch (const ValueError& e) {
     throw ConfigError(std::string("invalid optimizer or lr_scheduler setting: ") + e.what());
+  }
+  check_optimizer_fits_strategy(config);
+}
+
+void check_optimizer_fits_strategy(const YAML::Node& config) {
+  const std::string optimizer = config["optimizer"]["name"].Scalar();
+  // A config holding only the optimizer sections (a model's own tests) has the default strategy.
+  const YAML::Node given = get_config_value(config, "trainer.strategy");
+  const auto [strategy, options] =
+      given && !given.IsNull() ? strategy_from_yaml(given, "trainer.strategy") : std::pair<std::string, InitParams>{"auto", {}};
+  const auto algorithm = options.find("algorithm");
+  const std::string chosen = "--trainer.strategy=" + strategy +
+                             (algorithm != options.end() ? " --trainer.strategy.algorithm=" + algorithm->second : "");
+  const bool qadam_algorithm = strategy == "bagua" && algorithm != options.end() && algorithm->second == "qadam";
+  if (optimizer == "QAdam" && !qadam_algorithm) {
+    throw ConfigError("--optimizer=QAdam runs only under --trainer.strategy=bagua --trainer.strategy.algorithm=qadam "
+                      "(which sends its compressed momentum between the ranks), not " + chosen +
+                      "; add those flags, or use --optimizer=Adam with this strategy");
+  }
+  if (qadam_algorithm && optimizer != "QAdam") {
+    throw ConfigError("--trainer.strategy.algorithm=qadam communicates QAdam's compressed momentum, but the optimizer is " +
+                      optimizer + "; use --optimizer=QAdam (with --optimizer.warmup_steps=N, default 100), or another "
+                      "bagua algorithm for " + optimizer);
   }
 }
 

@@ -16,7 +16,8 @@
 
 namespace tandem {
 
-// SGD, Adam, AdamW with torch.optim's defaults (Adam is the section's default, lr 1e-3).
+// SGD, Adam, AdamW with torch.optim's defaults (Adam is the section's default, lr 1e-3), and
+// QAdam (engine/optim/qadam.h; only with bagua's qadam algorithm).
 const std::vector<ClassSpec>& optimizer_classes();
 // StepLR, CosineAnnealingLR, LinearLR, WarmupCosine (linear warmup then cosine), each with
 // interval (epoch | step) and frequency, Lightning's lr_scheduler dict keys. Default: none.
@@ -45,6 +46,12 @@ SchedulerChoice make_lr_scheduler(const YAML::Node& section, optim::Optimizer& o
 // Resolves both sections of a parsed config (class defaults filled in), then builds them once on
 // a throwaway parameter so values the classes reject (a negative lr, beta1 = 1) are reported
 // as ConfigError before any data is read.
+// Also checks check_optimizer_fits_strategy.
 void resolve_optimizer_sections(YAML::Node& config);
+
+// QAdam and bagua's qadam algorithm need each other: --optimizer=QAdam with any other strategy or
+// algorithm, and algorithm=qadam with any other optimizer, are ConfigErrors (exit 2 from `tandem
+// plan` and `tandem fit` before anything trains).
+void check_optimizer_fits_strategy(const YAML::Node& config);
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "engine/optim/qadam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
@@ -29,6 +30,7 @@ void QAdam::update_group(const std::vector<ParamUpdate>& items, const nlohmann::
   const double lr = o.at("lr").get<double>(), eps = o.at("eps").get<double>(), wd = o.at("weight_decay").get<double>();
   const double beta1 = o.at("betas")[0].get<double>(), beta2 = o.at("betas")[1].get<double>();
   const double frozen_correction = std::sqrt(1.0 - std::pow(beta2, double(warmup_steps_)));
+  const double adam_bound = std::max(1.0, (1.0 - beta1) / std::sqrt(1.0 - beta2));  // B in qadam.h
   for (const ParamUpdate& item : items) {
     StateDict& state = *item.state;
     Tensor step = state.at("step");
@@ -45,8 +47,8 @@ void QAdam::update_group(const std::vector<ParamUpdate>& items, const nlohmann::
     // averaged momentum is compression error only (up to 1/510 of its block's range), which
     // eps alone would turn into a step of ~1e5 x lr. It keeps its value, as under Adam.
     const Tensor zeros = Tensor::zeros(v.shape(), v.dtype(), v.device());
-    const Tensor step_size = where(gt(v, zeros), div(m, denominator), zeros);
-    param.copy_(sub(param, step_size * (lr / (1.0 - std::pow(beta1, double(t))))));
+    const Tensor direction = where(gt(v, zeros), div(m, denominator), zeros) * (1.0 / (1.0 - std::pow(beta1, double(t))));
+    param.copy_(sub(param, clamp(direction, -adam_bound, adam_bound) * lr));
   }
 }
 

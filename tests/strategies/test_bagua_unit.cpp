@@ -2,6 +2,9 @@
 //   - the 8-bit min/max compressor: per-element error within (max - min) / 255 / 2 of its block
 //     (plus float32 rounding), exact constant blocks and extremes, non-finite blocks flagged as
 //     NaN without touching the others, empty and one-element tensors, odd block sizes;
+//   - error feedback (compress_with_feedback): over repeated compressions the decoded values'
+//     running sum stays within half a step of the true running sum, where plain compression
+//     drifts by the same error every time (hand-derived sequence);
 //   - shift_one's pairing: symmetric, never oneself, every peer once per cycle, one rank idle
 //     per round at odd world sizes;
 //   - options: from flags and YAML into (name, options), and every refusal naming what is allowed.
@@ -19,6 +22,7 @@
 #include "engine/core/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
+#include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
 #include "engine/strategies/strategy.h"
 
@@ -61,6 +65,39 @@ TEST(MinMaxUInt8, RoundTripWithinHalfAStepOfEachBlock) {
       if (block <= 2 || n == 1) EXPECT_EQ(inexact, 0) << "n=" << n << " block=" << block;
     }
   }
+}
+
+// One block of {0, 1, c} with c = 0.4 steps (a step q = 1/255): 0 and 1 are the block's min and
+// max and decode exactly (to float32 rounding); plain compression rounds c down to 0 every time, so after T
+// compressions the decoded sum misses T x 0.4q. With feedback the residual carries the 0.4q
+// into the next call: sending 0.4q, 0.8q, 0.2q, 0.6q, 0.0q, ... decodes as 0, q, 0, q, 0, ... and
+// the decoded sum after T calls is T x 0.4q - r_T with |r_T| <= q / 2 (2q after 5 calls, exactly).
+TEST(MinMaxUInt8, ErrorFeedbackKeepsTheRunningSumWithinHalfAStep) {
+  const double q = 1.0 / 255.0;
+  const float c = float(0.4 * q);
+  const Tensor values = Tensor::from_vector<float>({0.0f, 1.0f, c}, {3});
+  const Tensor residual = Tensor::zeros({3}, DType::Float32);
+  Tensor decoded = Tensor::empty({3}, DType::Float32);
+  double fed_back = 0.0, plain = 0.0;
+  for (int t = 1; t <= 50; ++t) {
+    decompress_min_max_uint8(compress_with_feedback(values, residual, 3), decoded, 3);
+    const std::vector<float> with = decoded.to_vector<float>();
+    EXPECT_NEAR(with[0], 0.0f, 1e-8);  // c + r may become the minimum (~0, float32 rounding)
+    EXPECT_NEAR(with[1], 1.0f, 1e-6);
+    fed_back += with[2];
+    decompress_min_max_uint8(compress_min_max_uint8(values, 3), decoded, 3);
+    plain += decoded.to_vector<float>()[2];
+    const double truth = t * double(c);
+    ASSERT_LE(std::fabs(fed_back - truth), q / 2 + 1e-6) << "after " << t << " compressions";
+    EXPECT_NEAR(fed_back + residual.to_vector<float>()[2], truth, 1e-6) << "decoded + residual = sent";
+    if (t == 5) EXPECT_NEAR(fed_back, 2 * q, 1e-6);
+  }
+  EXPECT_EQ(plain, 0.0) << "without feedback c rounds to 0 every time";
+  EXPECT_NEAR(50 * double(c) - plain, 20 * q, 1e-6) << "a drift of 20 steps after 50 compressions";
+  // A residual that is not finite (a NaN block) starts over from zero.
+  const Tensor nan_values = Tensor::from_vector<float>({0.0f, std::nanf(""), c}, {3});
+  compress_with_feedback(nan_values, residual, 3);
+  EXPECT_EQ(residual.to_vector<float>(), std::vector<float>({0.0f, 0.0f, 0.0f}));
 }
 
 TEST(MinMaxUInt8, ConstantBlocksAndExtremesAreExactAndHugeRangesStayFinite) {

@@ -1,6 +1,7 @@
 // QAdam (engine/optim/qadam.h) on one process: Adam while warming up, then the update with the
-// averaged momentum and the frozen variance, against values derived in double by hand; and the
-// refusal to step without the bagua qadam algorithm's averager.
+// averaged momentum and the frozen variance, against values derived in double by hand; a step
+// bounded by Adam's own bound where the frozen variance is tiny; and the refusal to step without
+// the bagua qadam algorithm's averager.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,6 +83,36 @@ TEST(QAdam, AnElementWithoutVarianceStaysPutAfterWarmUp) {
   qadam.step();
   EXPECT_EQ(p.to_vector<float>()[1], 3.0f);
   EXPECT_LT(p.to_vector<float>()[0], 0.85f);  // element 0 moved by about lr per step
+}
+
+// Element 0's gradient is 1e-10 during the one warm-up step (v = 1e-23), then 1: its unbounded
+// step would be lr x 0.1 / 0.19 / (sqrt(1e-23) / sqrt(0.001) + 1e-8) ~ 5e6 x lr. It moves by
+// lr x B = lr x 0.1 / sqrt(0.001) instead, while element 1 (the same gradient 0.5 both steps:
+// direction exactly 1 < B) takes its step unchanged.
+TEST(QAdam, AStepAfterWarmUpIsBoundedAsAdamsIs) {
+  const double lr = 0.1;
+  Tensor p = Tensor::from_vector<float>({1.0f, 2.0f}, {2}).requires_grad_();
+  QAdam qadam({p}, AdamOptions{lr, {0.9, 0.999}, 1e-8, 0.0}, 1);
+  qadam.set_momentum_averager([](const Tensor&) {});  // one rank: the mean is its own momentum
+  set_grad(p, {1e-10f, 0.5f});
+  qadam.step();
+  const auto p1 = p.to_vector<float>();
+  const auto m1 = qadam.state_of(p).at("exp_avg").to_vector<float>();
+  const auto v1 = qadam.state_of(p).at("exp_avg_sq").to_vector<float>();
+  ASSERT_GT(v1[0], 0.0f);
+  ASSERT_LT(v1[0], 1e-22f);
+  set_grad(p, {1.0f, 0.5f});
+  qadam.step();
+  const double bound = 0.1 / std::sqrt(0.001);
+  auto direction = [&](size_t i, double g) {
+    const double m = 0.9 * m1[i] + 0.1 * g;
+    return m / (1 - 0.81) / (std::sqrt(double(v1[i])) / std::sqrt(0.001) + 1e-8);
+  };
+  ASSERT_GT(direction(0, 1.0), 1e6 * bound) << "the case this test is about: a huge unbounded step";
+  EXPECT_NEAR(direction(1, 0.5), 1.0, 1e-5);
+  const auto p2 = p.to_vector<float>();
+  EXPECT_NEAR(p2[0], p1[0] - lr * bound, 1e-6);
+  EXPECT_NEAR(p2[1], p1[1] - lr * direction(1, 0.5), 1e-6);
 }
 
 }  // namespace

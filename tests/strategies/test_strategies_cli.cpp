@@ -152,19 +152,34 @@ TEST_F(StrategiesCli, BaguaRefusesWhatCannotRunWithExitTwoSayingWhatIsAllowed) {
     EXPECT_FALSE(r.has("relaunching")) << flags << "\n" << r.output;
     for (const auto& w : words) EXPECT_TRUE(r.has(w)) << flags << ": missing '" << w << "' in\n" << r.output;
   }
-  // QAdam and the qadam algorithm need each other; the mismatch shows at the first optimizer step.
+  // QAdam and the qadam algorithm need each other; plan and fit refuse a mismatch before any
+  // process is launched or any data read.
   const std::vector<std::pair<std::string, std::string>> qadam_cases{
-      {"--optimizer=QAdam --trainer.devices=1", "runs only under --trainer.strategy=bagua --trainer.strategy.algorithm=qadam"},
-      {"--optimizer=QAdam --trainer.strategy=bagua --trainer.devices=1", "runs only under --trainer.strategy=bagua"},
-      {"--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --trainer.devices=1",
-       "the optimizer is Adam; use --optimizer=QAdam"},
+      {"--optimizer=QAdam --trainer.devices=1",
+       "--optimizer=QAdam runs only under --trainer.strategy=bagua --trainer.strategy.algorithm=qadam"},
+      {"--optimizer=QAdam --trainer.strategy=ddp --trainer.devices=2", "not --trainer.strategy=ddp; add those flags"},
+      {"--optimizer=QAdam --trainer.strategy=bagua --trainer.devices=2", "not --trainer.strategy=bagua; add those flags"},
+      {"--optimizer=QAdam --trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad --trainer.devices=2",
+       "not --trainer.strategy=bagua --trainer.strategy.algorithm=bytegrad"},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --trainer.devices=2",
+       "algorithm=qadam communicates QAdam's compressed momentum, but the optimizer is Adam; use --optimizer=QAdam"},
+      {"--trainer.strategy=bagua --trainer.strategy.algorithm=qadam --optimizer=SGD --trainer.devices=2",
+       "but the optimizer is SGD"},
   };
   for (const auto& [flags, words] : qadam_cases) {
-    const CliRun r = fit(flags);
-    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
-    EXPECT_TRUE(r.has(words)) << flags << ": missing '" << words << "' in\n" << r.output;
+    for (const std::string command : {"plan", "fit"}) {
+      const CliRun r = run("", TANDEM_CLI_PATH, command + " " + common + " " + flags, dir);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flags << "\n" << r.output;
+      EXPECT_TRUE(r.has(words)) << command << " " << flags << ": missing '" << words << "' in\n" << r.output;
+      EXPECT_FALSE(r.has("relaunching")) << command << " " << flags << "\n" << r.output;
+    }
   }
+  const CliRun planned = run("", TANDEM_CLI_PATH, "plan " + common + " --trainer.strategy=bagua "
+                             "--trainer.strategy.algorithm=qadam --optimizer=QAdam --trainer.devices=2", dir);
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_TRUE(planned.has("\"strategy\":\"bagua\"")) << planned.output;
 }
+
 
 TEST_F(StrategiesCli, BaguaAlgorithmsTrainThroughTheCli) {
   const double ddp = val_loss(fit("--trainer.strategy=ddp --trainer.devices=2"));

@@ -3,11 +3,13 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/strategies/bagua/bagua_algorithm.h"
+#include "engine/strategies/bagua/compressed_average.h"
 
 namespace tandem::bagua {
 
@@ -101,7 +103,10 @@ class LowPrecisionDecentralized : public BaguaAlgorithm {
 
 // qadam: the QAdam optimizer's communication (engine/optim/qadam.h). During QAdam's warm-up the
 // gradients are averaged as gradient_allreduce does; after it they stay local and QAdam's
-// momentum is averaged by compressed_group_average (8-bit chunks both ways) before each update.
+// momentum is averaged by compressed_group_average (8-bit chunks both ways) before each update,
+// with error feedback: each parameter's momentum keeps its compression residuals (about 4 bytes
+// per element per rank), so the compression error does not add up over the steps (without it a
+// warm-up of 100 steps diverges: docs/PERFORMANCE.md, QAdam).
 // The optimizer must be QAdam (ConfigError otherwise, at the first step).
 class QAdamAlgorithm : public BaguaAlgorithm {
  public:
@@ -116,6 +121,7 @@ class QAdamAlgorithm : public BaguaAlgorithm {
 
  private:
   int64_t warmup_steps_ = -1;  // QAdam's, once connected
+  std::map<const void*, CompressionResiduals> residuals_;  // by the address of each momentum tensor's data
 };
 
 // async: after warmup_steps optimizer steps of synchronous gradient allreduce, gradients stay

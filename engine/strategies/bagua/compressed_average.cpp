@@ -1,6 +1,7 @@
 #include "engine/strategies/bagua/compressed_average.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
@@ -15,8 +16,31 @@ constexpr int kScatterTag = 7201, kGatherTag = 7202;
 
 }  // namespace
 
+Tensor compress_with_feedback(const Tensor& values, const Tensor& residual, int64_t block) {
+  TANDEM_CHECK(values.dtype() == DType::Float32 && residual.dtype() == DType::Float32 &&
+                   values.numel() == residual.numel() && values.device().is_cpu() && residual.device().is_cpu() &&
+                   residual.is_contiguous(),
+               ValueError, "compress_with_feedback: values and residual must be host float32 of the same size, the "
+                           "residual contiguous");
+  NoGradGuard no_grad;
+  const int64_t n = values.numel();
+  const Tensor x = values.contiguous();
+  const float* value = static_cast<const float*>(x.raw_data());
+  float* left_out = static_cast<float*>(residual.raw_data());
+  for (int64_t i = 0; i < n; ++i) left_out[i] += value[i];
+  Tensor packed = Tensor::empty({compressed_bytes(n, block)}, DType::UInt8);
+  compress_min_max_uint8(left_out, n, block, static_cast<uint8_t*>(packed.raw_data()));
+  std::vector<float> decoded(static_cast<size_t>(n));
+  decompress_min_max_uint8(static_cast<const uint8_t*>(packed.raw_data()), n, block, decoded.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = left_out[i] - decoded[static_cast<size_t>(i)];
+    left_out[i] = std::isfinite(r) ? r : 0.0f;
+  }
+  return packed;
+}
+
 void compressed_group_average(collectives::Communicator& comm, const Tensor& tensor, const std::vector<int>& group,
-                              int64_t block) {
+                              int64_t block, CompressionResiduals* residuals) {
   const int members = static_cast<int>(group.size());
   if (members <= 1) return;
   const auto found = std::find(group.begin(), group.end(), comm.rank());
@@ -30,6 +54,17 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
     return t.narrow(0, collectives::chunk_offset(n, members, j), collectives::chunk_count(n, members, j));
   };
   const int64_t mine = collectives::chunk_count(n, members, me);
+  if (residuals != nullptr && !residuals->sent.defined()) {
+    residuals->sent = Tensor::zeros({n}, DType::Float32);
+    residuals->owned = Tensor::zeros({mine}, DType::Float32);
+  }
+  TANDEM_CHECK(residuals == nullptr || (residuals->sent.numel() == n && residuals->owned.numel() == mine), ValueError,
+               "compressed_group_average: the residuals belong to a tensor of " +
+                   std::to_string(residuals == nullptr ? 0 : residuals->sent.numel()) + " elements, not " +
+                   std::to_string(n));
+  auto compress = [&](const Tensor& part, const Tensor& residual) {
+    return residuals != nullptr ? compress_with_feedback(part, residual, block) : compress_min_max_uint8(part, block);
+  };
 
   // Scatter: chunk j to member j; the others' compressed versions of my chunk arrive.
   std::vector<collectives::WorkHandle> works;
@@ -42,7 +77,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   }
   for (int j = 0; j < members; ++j) {
     if (j == me || collectives::chunk_count(n, members, j) == 0) continue;
-    outgoing[j] = compress_min_max_uint8(chunk(values, j), block);
+    outgoing[j] = compress(chunk(values, j), residuals != nullptr ? chunk(residuals->sent, j) : Tensor());
     works.push_back(comm.send_async(outgoing[j], group[j], kScatterTag));
   }
   for (auto& w : works) w->wait();
@@ -58,7 +93,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
       decompress_min_max_uint8(received[j], decoded, block);
       sum = add(sum, decoded);
     }
-    mean_packed = compress_min_max_uint8(sum / double(members), block);
+    mean_packed = compress(sum / double(members), residuals != nullptr ? residuals->owned : Tensor());
   }
 
   // Allgather the compressed means; everyone (me included) decodes every chunk.

@@ -11,6 +11,14 @@
 //   + (range of the mean's block) / 510   (+ float32 rounding)
 // of the exact mean, where a block's range is its max - min. On the wire each member sends about
 // 2 x (G-1)/G x (n bytes + 8 bytes per block) instead of float32's 2 x (G-1)/G x 4n.
+//
+// Error feedback (optional; QAdam's momentum uses it, bytegrad does not): when the same tensor
+// is averaged step after step, `residuals` keeps what each compression left out and adds it to
+// the values before the next compression of the same elements: the chunks a member sends
+// (worker side) and the mean of the chunk it owns (server side). Each compression then sends
+// x + r and keeps r' = x + r - decoded, so over T calls the decoded values sum to the true
+// values' sum minus the last residual: the error no longer adds up over calls but stays within
+// one quantization step per compression. A non-finite residual is reset to zero.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,7 +27,17 @@
 
 namespace tandem::bagua {
 
+// One tensor's compression residuals; empty until the first average that uses them.
+struct CompressionResiduals {
+  Tensor sent;   // [numel]: the chunks this member sends to the others (its own chunk's stay 0)
+  Tensor owned;  // [its chunk]: the mean of the chunk it owns
+};
+
 void compressed_group_average(collectives::Communicator& comm, const Tensor& tensor, const std::vector<int>& group,
-                              int64_t block);
+                              int64_t block, CompressionResiduals* residuals = nullptr);
+
+// Compresses values + residual (both float32 on the host, same size) and sets residual to what
+// the codes leave out (zero where that is not finite). Returns the packed form.
+Tensor compress_with_feedback(const Tensor& values, const Tensor& residual, int64_t block);
 
 }  // namespace tandem::bagua

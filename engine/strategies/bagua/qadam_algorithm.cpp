@@ -6,7 +6,10 @@
 
 namespace tandem::bagua {
 
-void QAdamAlgorithm::on_setup(const std::vector<Tensor>& /*params*/) { warmup_steps_ = -1; }
+void QAdamAlgorithm::on_setup(const std::vector<Tensor>& /*params*/) {
+  warmup_steps_ = -1;
+  residuals_.clear();
+}
 
 void QAdamAlgorithm::before_optimizer_step(collectives::Communicator& comm, optim::Optimizer& optimizer,
                                            int64_t /*step*/) {
@@ -18,17 +21,23 @@ void QAdamAlgorithm::before_optimizer_step(collectives::Communicator& comm, opti
   }
   if (warmup_steps_ >= 0) return;
   warmup_steps_ = qadam->warmup_steps();
-  collectives::Communicator* world = &comm;  // the strategy's, which outlives the optimizer's use of it
-  qadam->set_momentum_averager([world](const Tensor& exp_avg) {
+  // The communicator and this algorithm are the strategy's, which outlives the optimizer's use of them.
+  collectives::Communicator* world = &comm;
+  qadam->set_momentum_averager([this, world](const Tensor& exp_avg) {
     std::vector<int> everyone(static_cast<size_t>(world->size()));
     for (int r = 0; r < world->size(); ++r) everyone[static_cast<size_t>(r)] = r;
-    compressed_group_average(*world, exp_avg, everyone, kDefaultCompressionBlock);
+    // Residuals start at zero for a momentum tensor not seen before (also after a checkpoint
+    // load replaced it; they are not saved) and for memory reused by a tensor of another size.
+    CompressionResiduals& residuals = residuals_[exp_avg.raw_data()];
+    if (residuals.sent.defined() && residuals.sent.numel() != exp_avg.numel()) residuals = {};
+    compressed_group_average(*world, exp_avg, everyone, kDefaultCompressionBlock, &residuals);
   });
 }
 
 std::string QAdamAlgorithm::describe() const {
   return "qadam: gradients averaged during QAdam's warm-up, then QAdam's momentum sent as 8-bit codes with a "
-         "min/max per " + std::to_string(kDefaultCompressionBlock) + " elements (scatter-reduce, then allgather)";
+         "min/max per " + std::to_string(kDefaultCompressionBlock) + " elements (scatter-reduce, then allgather) "
+         "with error feedback; steps bounded as Adam's";
 }
 
 }  // namespace tandem::bagua
