@@ -23,8 +23,10 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   TANDEM_CHECK(found != group.end(), ValueError, "bytegrad: rank " + std::to_string(comm.rank()) + " is not in its group");
   const int me = static_cast<int>(found - group.begin());
   NoGradGuard no_grad;
-  // The arithmetic runs on host float32; the result goes back into `tensor` at the end.
-  const Tensor values = tensor.detach().to(Device::cpu()).to(DType::Float32).contiguous().flatten();
+  // The arithmetic runs in float32 on the tensor's device (a GPU compresses there, and only the
+  // codes travel); the result goes back into `tensor` at the end.
+  const Tensor values = tensor.detach().to(DType::Float32).contiguous().flatten();
+  const Device device = values.device();
   const int64_t n = values.numel();
   auto chunk = [&](const Tensor& t, int j) {
     return t.narrow(0, collectives::chunk_offset(n, members, j), collectives::chunk_count(n, members, j));
@@ -37,7 +39,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   std::vector<Tensor> outgoing(static_cast<size_t>(members));
   for (int j = 0; j < members; ++j) {
     if (j == me || mine == 0) continue;
-    received[j] = Tensor::empty({compressed_bytes(mine, block)}, DType::UInt8);
+    received[j] = Tensor::empty({compressed_bytes(mine, block)}, DType::UInt8, device);
     works.push_back(comm.recv_async(received[j], group[j], kScatterTag));
   }
   for (int j = 0; j < members; ++j) {
@@ -52,7 +54,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   Tensor mean_packed;
   if (mine > 0) {
     Tensor sum = chunk(values, me).clone();
-    Tensor decoded = Tensor::empty({mine}, DType::Float32);
+    Tensor decoded = Tensor::empty({mine}, DType::Float32, device);
     for (int j = 0; j < members; ++j) {
       if (j == me) continue;
       decompress_min_max_uint8(received[j], decoded, block);
@@ -66,7 +68,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   for (int j = 0; j < members; ++j) {
     const int64_t count = collectives::chunk_count(n, members, j);
     if (j == me || count == 0) continue;
-    gathered[j] = Tensor::empty({compressed_bytes(count, block)}, DType::UInt8);
+    gathered[j] = Tensor::empty({compressed_bytes(count, block)}, DType::UInt8, device);
     works.push_back(comm.recv_async(gathered[j], group[j], kGatherTag));
   }
   if (mine > 0) {
@@ -76,7 +78,7 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   }
   for (auto& w : works) w->wait();
   gathered[me] = mean_packed;
-  Tensor result = Tensor::empty({n}, DType::Float32);
+  Tensor result = Tensor::empty({n}, DType::Float32, device);
   for (int j = 0; j < members; ++j) {
     if (collectives::chunk_count(n, members, j) > 0) decompress_min_max_uint8(gathered[j], chunk(result, j), block);
   }
