@@ -85,7 +85,9 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (lane == 0) warps[warp] = e;
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int w = 1; w < warp_count; ++w) merge(e, warps[w].lo, warps[w].lo_at, warps[w].hi, warps[w].hi_at, warps[w].finite);
+      for (int w = 1; w < warp_count; ++w) {
+        merge(e, warps[w].lo, warps[w].lo_at, warps[w].hi, warps[w].hi_at, warps[w].finite);
+      }
       if (!e.finite) e.lo = e.hi = __uint_as_float(0x7fc00000u);  // the CPU's quiet NaN
       store_float(packed + b * kMinMaxUint8HeaderBytes, e.lo);
       store_float(packed + b * kMinMaxUint8HeaderBytes + 4, e.hi);

@@ -42,7 +42,8 @@ void expect_same_bits(const Tensor& gpu, const Tensor& cpu, const std::string& w
   const std::vector<float> g = gpu.to_vector<float>(), c = cpu.to_vector<float>();
   ASSERT_EQ(g.size(), c.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&g[i], &c[i], sizeof(float)), 0) << what << " [" << i << "]: GPU " << g[i] << ", CPU " << c[i];
+    ASSERT_EQ(std::memcmp(&g[i], &c[i], sizeof(float)), 0)
+        << what << " [" << i << "]: GPU " << g[i] << ", CPU " << c[i];
   }
 }
 
@@ -96,7 +97,9 @@ TEST_F(BaguaCuda, DecentralizedExchangesGiveTheCpuBits) {
     std::vector<Tensor> g = weights(gpu, 1), c = weights(Device::cpu(), 1);
     on_gpu.after_optimizer_step(*g_world, g, 1);
     on_cpu.after_optimizer_step(*g_world, c, 1);
-    for (size_t k = 0; k < g.size(); ++k) expect_same_bits(g[k], c[k], std::string(mode) + " parameter " + std::to_string(k));
+    for (size_t k = 0; k < g.size(); ++k) {
+      expect_same_bits(g[k], c[k], std::string(mode) + " parameter " + std::to_string(k));
+    }
   }
 
   LowPrecisionDecentralized ring_gpu(InitParams{{"communication_interval", "1"}});
@@ -194,7 +197,8 @@ TEST_F(BaguaCuda, ExactAlgorithmsTrainAsOnTheCpu) {
   for (const InitParams& options :
        {InitParams{{"algorithm", "gradient_allreduce"}},
         InitParams{{"algorithm", "gradient_allreduce"}, {"hierarchical", "true"}, {"ranks_per_node", "1"}},
-        InitParams{{"algorithm", "decentralized"}}, InitParams{{"algorithm", "decentralized"}, {"peer_selection_mode", "shift_one"}},
+        InitParams{{"algorithm", "decentralized"}},
+        InitParams{{"algorithm", "decentralized"}, {"peer_selection_mode", "shift_one"}},
         InitParams{{"algorithm", "async"}, {"warmup_steps", "1000"}}}) {
     std::string what;
     for (const auto& [k, v] : options) what += k + "=" + v + " ";
@@ -208,7 +212,8 @@ TEST_F(BaguaCuda, ExactAlgorithmsTrainAsOnTheCpu) {
 // no two runs need agree; what must hold on GPUs is that rounds of CUDA weights complete and
 // finish_training leaves equal replicas.
 TEST_F(BaguaCuda, AsyncRoundsOnGpuWeightsEndWithEqualReplicas) {
-  const std::vector<float> w = fit("cuda", {{"algorithm", "async"}, {"sync_interval_ms", "1"}, {"warmup_steps", "2"}}, Optim::Adam);
+  const std::vector<float> w =
+      fit("cuda", {{"algorithm", "async"}, {"sync_interval_ms", "1"}, {"warmup_steps", "2"}}, Optim::Adam);
   EXPECT_TRUE(replicas_equal(w));
   for (float v : w) ASSERT_TRUE(std::isfinite(v));
 }

@@ -1,7 +1,7 @@
 // 8-bit min/max block compression (Backend::compress_min_max_uint8, Bagua's MinMaxUInt8) on CUDA
 // against the CPU reference: the same packed bytes (headers and codes) and the same decoded
 // float bits, on random data of several scales with block sizes around a warp and the kernel's
-// 256 threads, blocks holding NaN, +-inf, signed zeros, float32's extremes (a range that
+// 256 threads, more blocks than the kernel's grid, blocks holding NaN, +-inf, signed zeros, float32's extremes (a range that
 // overflows float32) and subnormals; empty, one-element and odd-length inputs; a packed form
 // decoded on the other device; and the tensor front end (bagua::compress_min_max_uint8) keeping a
 // CUDA tensor's work on the device, with its typed errors.
@@ -46,7 +46,8 @@ void expect_twins_agree(const std::vector<float>& values, int64_t block, const s
   ASSERT_EQ(gpu_packed.to_vector<uint8_t>(), cpu_packed.to_vector<uint8_t>()) << what << ": packed bytes differ";
   const Tensor cpu_decoded = decompress_on(Device::cpu(), cpu_packed, n, block);
   expect_bit_identical<float>(decompress_on(kGpu, gpu_packed, n, block), cpu_decoded, what + ": decoded on the GPU");
-  expect_bit_identical<float>(decompress_on(kGpu, cpu_packed, n, block), cpu_decoded, what + ": CPU codes decoded on the GPU");
+  expect_bit_identical<float>(decompress_on(kGpu, cpu_packed, n, block), cpu_decoded,
+                              what + ": CPU codes decoded on the GPU");
 }
 
 TEST(CudaCompress, RandomDataGivesTheCpusBytesAndDecodedBits) {
@@ -64,6 +65,18 @@ TEST(CudaCompress, RandomDataGivesTheCpusBytesAndDecodedBits) {
       }
     }
   }
+}
+
+// The compressor's grid stops at 132 x 16 blocks; more compression blocks than that are taken
+// by a grid-stride loop (the same CUDA block compresses several).
+TEST(CudaCompress, MoreCompressionBlocksThanTheGrid) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t block = 3, n = 132 * 16 * block + 7;  // 2115 blocks, the last of one element
+  std::vector<float> values(static_cast<size_t>(n));
+  for (float& v : values) v = normal(rng);
+  expect_twins_agree(values, block, "2115 blocks of 3");
 }
 
 TEST(CudaCompress, SpecialValuesAreHandledAsOnTheCpu) {

@@ -40,7 +40,8 @@ void decompress_min_max_uint8(const uint8_t* packed, int64_t n, int64_t block, f
 
 Tensor compress_min_max_uint8(const Tensor& values, int64_t block) {
   TANDEM_CHECK(values.dtype() == DType::Float32 || values.dtype() == DType::Float64, DTypeError,
-               std::string("min/max uint8 compression takes float32 or float64 values, got ") + dtype_name(values.dtype()));
+               std::string("min/max uint8 compression takes float32 or float64 values, got ") +
+                   dtype_name(values.dtype()));
   const int64_t bytes = compressed_bytes(values.numel(), block);
   NoGradGuard no_grad;
   const Tensor x = values.detach().to(DType::Float32).contiguous();
