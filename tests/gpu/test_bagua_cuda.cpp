@@ -1,5 +1,6 @@
 // bagua on CUDA devices under mpirun -np 2 (label gpu; two emulated GPUs in the emulation build,
-// one per rank; skips without a device), over the MPI communicator (the emulation build has no
+// one per rank; skips without a device, and the Trainer's tests skip without a GPU per rank),
+// over the MPI communicator (the emulation build has no
 // NCCL, and these tests pass MPI explicitly so a NCCL build runs the same thing). Against the
 // same computation on the CPU:
 //   - the exchanges, on random data: compressed_group_average (bytegrad's and qadam's),
@@ -121,6 +122,17 @@ TEST_F(BaguaCuda, DecentralizedExchangesGiveTheCpuBits) {
 
 // ---- through the Trainer ----
 
+// The Trainer puts rank r on cuda:r, so it needs a GPU per rank (on a one-GPU machine the
+// exchanges above still run, both ranks sharing the device).
+class BaguaCudaTrainer : public BaguaCuda {
+ protected:
+  void SetUp() override {
+    BaguaCuda::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (cuda::visible_device_count() < g_world->size()) GTEST_SKIP() << "the Trainer needs a GPU per rank";
+  }
+};
+
 using trainer::testing::flat_weights;
 using trainer::testing::max_relative_difference;
 
@@ -193,7 +205,7 @@ Runs fit_on_both(const InitParams& options, Optim optim) {
 // backward and Adam kernels, which agree to a few float32 ulps per step; Adam magnifies those
 // on near-zero gradients. 1e-4 relative (floor 0.1) is CudaDataParallel's bound for one GPU
 // against the CPU with the same model.
-TEST_F(BaguaCuda, ExactAlgorithmsTrainAsOnTheCpu) {
+TEST_F(BaguaCudaTrainer, ExactAlgorithmsTrainAsOnTheCpu) {
   for (const InitParams& options :
        {InitParams{{"algorithm", "gradient_allreduce"}},
         InitParams{{"algorithm", "gradient_allreduce"}, {"hierarchical", "true"}, {"ranks_per_node", "1"}},
@@ -211,7 +223,7 @@ TEST_F(BaguaCuda, ExactAlgorithmsTrainAsOnTheCpu) {
 // async with rounds: when a round is applied depends on each rank's clock on either device, so
 // no two runs need agree; what must hold on GPUs is that rounds of CUDA weights complete and
 // finish_training leaves equal replicas.
-TEST_F(BaguaCuda, AsyncRoundsOnGpuWeightsEndWithEqualReplicas) {
+TEST_F(BaguaCudaTrainer, AsyncRoundsOnGpuWeightsEndWithEqualReplicas) {
   const std::vector<float> w =
       fit("cuda", {{"algorithm", "async"}, {"sync_interval_ms", "1"}, {"warmup_steps", "2"}}, Optim::Adam);
   EXPECT_TRUE(replicas_equal(w));
@@ -230,7 +242,7 @@ TEST_F(BaguaCuda, AsyncRoundsOnGpuWeightsEndWithEqualReplicas) {
 // 2e-2 relative (2e-3 at max_relative_difference's floor of 0.1) allows a few. QAdam divides its
 // momentum by the frozen sqrt(v), which can magnify one moved code without bound, so on a real
 // GPU qadam is held to equal, finite, trained replicas only.
-TEST_F(BaguaCuda, CompressedAlgorithmsTrainAsOnTheCpu) {
+TEST_F(BaguaCudaTrainer, CompressedAlgorithmsTrainAsOnTheCpu) {
   struct Case {
     InitParams options;
     Optim optim;
