@@ -2,7 +2,8 @@
 //
 // The input is split into blocks of `block` elements (the last one may be shorter). Each block
 // is sent as its minimum and maximum (two float32, 8 bytes) followed by one byte per element:
-// code = round((x - min) / scale) with scale = (max - min) / 255, decoded as min + code * scale.
+// code = round((x - min) / scale) with scale = (max - min) / 255, decoded as min + code * scale
+// (code 255 as max itself; the exact operations, in double, are at Backend::compress_min_max_uint8).
 // A decoded element differs from the original by at most scale / 2 plus float32 rounding of
 // the result; a block whose elements are all equal decodes exactly.
 //
