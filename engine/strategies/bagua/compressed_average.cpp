@@ -33,22 +33,23 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   };
   const int64_t mine = collectives::chunk_count(n, members, me);
 
-  // Scatter: chunk j to member j; the others' compressed versions of my chunk arrive.
-  std::vector<collectives::WorkHandle> works;
+  // Scatter: chunk j to member j; the others' compressed versions of my chunk arrive. One
+  // exchange, so the sends and receives progress together (NCCL groups them).
+  using collectives::PeerTransfer;
+  std::vector<PeerTransfer> scatter;
   std::vector<Tensor> received(static_cast<size_t>(members));
   std::vector<Tensor> outgoing(static_cast<size_t>(members));
   for (int j = 0; j < members; ++j) {
     if (j == me || mine == 0) continue;
     received[j] = Tensor::empty({compressed_bytes(mine, block)}, DType::UInt8, device);
-    works.push_back(comm.recv_async(received[j], group[j], kScatterTag));
+    scatter.push_back({PeerTransfer::Kind::Recv, received[j], group[j], kScatterTag});
   }
   for (int j = 0; j < members; ++j) {
     if (j == me || collectives::chunk_count(n, members, j) == 0) continue;
     outgoing[j] = compress_min_max_uint8(chunk(values, j), block);
-    works.push_back(comm.send_async(outgoing[j], group[j], kScatterTag));
+    scatter.push_back({PeerTransfer::Kind::Send, outgoing[j], group[j], kScatterTag});
   }
-  for (auto& w : works) w->wait();
-  works.clear();
+  comm.exchange(scatter);
 
   // Reduce my chunk: my exact values plus the others' decompressed ones, in group order.
   Tensor mean_packed;
@@ -64,19 +65,20 @@ void compressed_group_average(collectives::Communicator& comm, const Tensor& ten
   }
 
   // Allgather the compressed means; everyone (me included) decodes every chunk.
+  std::vector<PeerTransfer> gather;
   std::vector<Tensor> gathered(static_cast<size_t>(members));
   for (int j = 0; j < members; ++j) {
     const int64_t count = collectives::chunk_count(n, members, j);
     if (j == me || count == 0) continue;
     gathered[j] = Tensor::empty({compressed_bytes(count, block)}, DType::UInt8, device);
-    works.push_back(comm.recv_async(gathered[j], group[j], kGatherTag));
+    gather.push_back({PeerTransfer::Kind::Recv, gathered[j], group[j], kGatherTag});
   }
   if (mine > 0) {
     for (int j = 0; j < members; ++j) {
-      if (j != me) works.push_back(comm.send_async(mean_packed, group[j], kGatherTag));
+      if (j != me) gather.push_back({PeerTransfer::Kind::Send, mean_packed, group[j], kGatherTag});
     }
   }
-  for (auto& w : works) w->wait();
+  comm.exchange(gather);
   gathered[me] = mean_packed;
   Tensor result = Tensor::empty({n}, DType::Float32, device);
   for (int j = 0; j < members; ++j) {

@@ -64,11 +64,11 @@ void LowPrecisionDecentralized::after_optimizer_step(collectives::Communicator& 
   const Tensor packed = compress_min_max_uint8(sub(mixed, self_), kDefaultCompressionBlock);
   Tensor from_left = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
   Tensor from_right = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
-  std::vector<collectives::WorkHandle> works{comm.recv_async(from_left, left, kToRightTag),
-                                             comm.recv_async(from_right, right, kToLeftTag),
-                                             comm.send_async(packed, right, kToRightTag),
-                                             comm.send_async(packed, left, kToLeftTag)};
-  for (auto& w : works) w->wait();
+  using collectives::PeerTransfer;
+  comm.exchange({{PeerTransfer::Kind::Recv, from_left, left, kToRightTag},
+                 {PeerTransfer::Kind::Recv, from_right, right, kToLeftTag},
+                 {PeerTransfer::Kind::Send, packed, right, kToRightTag},
+                 {PeerTransfer::Kind::Send, packed, left, kToLeftTag}});
   add_decoded(self_, packed);
   add_decoded(left_, from_left);
   add_decoded(right_, from_right);
