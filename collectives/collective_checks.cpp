@@ -109,4 +109,11 @@ void reduce_into(const Tensor& a, const Tensor& b, ReduceOp op) {
   dispatch<Reduce>(a.dtype(), reduce_op_name(op), a, b, op);
 }
 
+std::string describe_exchange(const std::vector<PeerTransfer>& transfers) {
+  int sends = 0;
+  for (const PeerTransfer& t : transfers) sends += t.kind == PeerTransfer::Kind::Send;
+  return "exchange(" + std::to_string(sends) + " send(s), " + std::to_string(int(transfers.size()) - sends) +
+         " receive(s))";
+}
+
 }  // namespace tandem::collectives

@@ -2,6 +2,7 @@
 // backend rejects the same calls with the same messages.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 
@@ -9,6 +10,8 @@ namespace tandem::collectives {
 
 // "allreduce(sum, float32, 1000 elements)"; op may be empty for non-reductions.
 std::string describe(const char* name, const std::string& detail, DType dtype, int64_t numel);
+// "exchange(2 send(s), 2 receive(s))".
+std::string describe_exchange(const std::vector<PeerTransfer>& transfers);
 
 // Defined and contiguous (ValueError otherwise, saying what to do).
 void check_buffer(const char* name, const char* role, const Tensor& t);

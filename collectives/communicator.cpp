@@ -1,5 +1,6 @@
 #include "collectives/communicator.h"
 
+#include "collectives/collective_checks.h"
 #include "engine/core/error.h"
 
 namespace tandem::collectives {
@@ -81,6 +82,41 @@ void Communicator::count_sent(CommOp op, int64_t numel, DType dtype, int peer) {
   sent_bytes_[i].fetch_add(ring_bytes_sent(op, numel, int64_t(dtype_size(dtype)), size(), rank(), peer),
                            std::memory_order_relaxed);
   sent_calls_[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+// The Work of an exchange started piece by piece: done when every piece is; wait() gives all of
+// them one deadline.
+class AllOfWork : public Work {
+ public:
+  AllOfWork(std::string description, Millis default_timeout, std::vector<WorkHandle> parts)
+      : Work(std::move(description), default_timeout), parts_(std::move(parts)) {}
+  bool is_completed() override {
+    return std::all_of(parts_.begin(), parts_.end(), [](const WorkHandle& w) { return w->is_completed(); });
+  }
+  void wait(Millis timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (const WorkHandle& w : parts_) {
+      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      w->wait(std::max(left, Millis(0)));
+    }
+  }
+
+ private:
+  std::vector<WorkHandle> parts_;
+};
+
+}  // namespace
+
+WorkHandle Communicator::exchange_async(const std::vector<PeerTransfer>& transfers) {
+  std::vector<WorkHandle> parts;
+  parts.reserve(transfers.size());
+  for (const PeerTransfer& t : transfers) {
+    parts.push_back(t.kind == PeerTransfer::Kind::Send ? send_async(t.tensor, t.peer, t.tag)
+                                                       : recv_async(t.tensor, t.peer, t.tag));
+  }
+  return std::make_shared<AllOfWork>(describe_exchange(transfers), options().timeout, std::move(parts));
 }
 
 }  // namespace tandem::collectives

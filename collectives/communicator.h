@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/tensor/tensor.h"
 
@@ -91,6 +92,15 @@ class Work {
 };
 using WorkHandle = std::shared_ptr<Work>;
 
+// One point-to-point operation of an exchange (Communicator::exchange_async).
+struct PeerTransfer {
+  enum class Kind { Send, Recv };
+  Kind kind;
+  Tensor tensor;
+  int peer;
+  int tag = 0;
+};
+
 class Communicator {
  public:
   explicit Communicator(CommOptions options) : options_(options) {}
@@ -128,6 +138,14 @@ class Communicator {
   virtual WorkHandle send_async(const Tensor& tensor, int dst, int tag) = 0;
   virtual WorkHandle recv_async(const Tensor& tensor, int src, int tag) = 0;
 
+  // Sends and receives that must progress together: this rank's part of one exchange pattern
+  // (a scatter, neighbours swapping). Done when all are. Messages between a pair of ranks match
+  // in the order given (and by tag where the backend has tags). The default starts each with
+  // send_async / recv_async, in order (MPI's are non-blocking, so they progress together); NCCL
+  // fuses them into one group, since its separate sends and receives each hold the GPU stream
+  // until matched and two ranks receiving first would wait for each other forever.
+  virtual WorkHandle exchange_async(const std::vector<PeerTransfer>& transfers);
+
   WorkHandle allreduce_async(const Tensor& tensor, ReduceOp op) { return allreduce_async(tensor, tensor, op); }
 
   // ---- blocking operations: start, then wait with options().timeout ----
@@ -143,6 +161,7 @@ class Communicator {
   void barrier() { barrier_async()->wait(); }
   void send(const Tensor& tensor, int dst, int tag = 0) { send_async(tensor, dst, tag)->wait(); }
   void recv(const Tensor& tensor, int src, int tag = 0) { recv_async(tensor, src, tag)->wait(); }
+  void exchange(const std::vector<PeerTransfer>& transfers) { exchange_async(transfers)->wait(); }
 
  protected:
   // Backends call this once per operation they start, after its checks: `numel` elements of

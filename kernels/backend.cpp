@@ -46,6 +46,8 @@ void Backend::nll_rows(const TensorView& logp, const TensorView& target, int64_t
 void Backend::nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& glogp) { unsupported(*this, "nll_rows_backward"); }
 void Backend::sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) { unsupported(*this, "sgd_step"); }
 void Backend::adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) { unsupported(*this, "adam_step"); }
+void Backend::compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) { unsupported(*this, "compress_min_max_uint8"); }
+void Backend::decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) { unsupported(*this, "decompress_min_max_uint8"); }
 
 // Linear defaults: exactly what the op front end did before these methods existed (a bias
 // copied into every row, then a GEMM adding x w^T; dw by GEMM, db by the Sum reduction), so

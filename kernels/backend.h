@@ -191,6 +191,17 @@ class Backend {
                                const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs,
                                double lr, double beta1, double beta2, double eps, double weight_decay,
                                bool decoupled, int64_t step);
+
+  // ---- compression: 8-bit codes with a min/max per block (kernels/min_max_uint8_layout.h) ----
+  // x float32 [n], packed uint8 [min_max_uint8_bytes(n, block)], both contiguous; block >= 1.
+  // Per block: lo, hi = its min and max (among equal extremes, +0 and -0, the first in index
+  // order), both NaN when it holds a NaN or an infinity; code = rint((x - lo) * (255 / (hi - lo)))
+  // in double (round half to even), clamped to [0, 255]; 0 when hi == lo or the block is flagged.
+  virtual void compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed);
+  // out float32 [n]: hi where the code is 255, else float(fma(code, (hi - lo) / 255, lo)) in
+  // double (one rounding for the product and sum: no compiler may contract it differently); NaN
+  // in a flagged block.
+  virtual void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out);
 };
 
 // The backend for a device type. For CUDA in a build without CUDA, throws DeviceError

@@ -51,6 +51,7 @@ if [ "$PHASE" = gpu ] || [ "$PHASE" = all ]; then
   step cuda_cli 120 "$BUILD/tests/gpu/test_cuda_cli"
   step nccl_np1 60 mpirun -np 1 "$BUILD/tests/gpu/test_nccl"
   step mpi_cuda_np2 120 mpirun -np 2 --oversubscribe "$BUILD/tests/gpu/test_mpi_cuda"
+  step bagua_cuda_np2 120 mpirun -np 2 --oversubscribe "$BUILD/tests/gpu/test_bagua_cuda"
   step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/gpu/test_cuda_backend" \
     --gtest_filter='-*Large*:*Huge*:*2Pow31*:CudaTraining.*:CudaGraphTrainer.*'
 fi

@@ -473,4 +473,36 @@ WorkHandle NcclCommunicator::recv_async(const Tensor& tensor, int src, int tag) 
   return std::make_shared<NcclWork>(what, options().timeout, state_, std::vector<Tensor>{tensor});
 }
 
+WorkHandle NcclCommunicator::exchange_async(const std::vector<PeerTransfer>& transfers) {
+  const std::string what = describe_exchange(transfers);
+  std::vector<Tensor> tensors;
+  for (const PeerTransfer& t : transfers) {
+    const bool send = t.kind == PeerTransfer::Kind::Send;
+    check_buffer(send ? "send" : "recv", "tensor", t.tensor);
+    check_rank(send ? "send" : "recv", send ? "dst" : "src", t.peer, size());
+    state_->check_device(send ? "send" : "recv", t.tensor);
+    tensors.push_back(t.tensor);
+  }
+  for (const PeerTransfer& t : transfers) {
+    if (t.kind == PeerTransfer::Kind::Send) count_sent(CommOp::Send, t.tensor.numel(), t.tensor.dtype(), t.peer);
+  }
+  const auto nccl_lock = state_->enter(what);  // held until the group is enqueued
+  // NCCL has no tags: messages between a pair of ranks match in call order, also in a group.
+  state_->check(ncclGroupStart(), what);
+  for (const PeerTransfer& t : transfers) {
+    const size_t count = size_t(t.tensor.numel());
+    if (t.kind == PeerTransfer::Kind::Send) {
+      state_->check(ncclSend(t.tensor.raw_data(), count, nccl_dtype(t.tensor.dtype()), t.peer, state_->comm,
+                             state_->stream),
+                    what);
+    } else {
+      state_->check(ncclRecv(t.tensor.raw_data(), count, nccl_dtype(t.tensor.dtype()), t.peer, state_->comm,
+                             state_->stream),
+                    what);
+    }
+  }
+  state_->check(ncclGroupEnd(), what);
+  return std::make_shared<NcclWork>(what, options().timeout, state_, std::move(tensors));
+}
+
 }  // namespace tandem::collectives

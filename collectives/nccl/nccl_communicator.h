@@ -51,6 +51,9 @@ class NcclCommunicator : public Communicator {
   WorkHandle barrier_async() override;
   WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;
   WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+  // One ncclGroupStart/End around all the sends and receives (ungrouped, each would hold the
+  // stream until matched).
+  WorkHandle exchange_async(const std::vector<PeerTransfer>& transfers) override;
 
   struct State;
 

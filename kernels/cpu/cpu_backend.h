@@ -1,7 +1,8 @@
 // The CPU reference backend (Eigen for GEMM and vectorized math, OpenMP across the machine's
 // cores). Every kernel of Backend is implemented here; the files in kernels/cpu split them by
 // family: memory_cpu.cpp, elementwise_cpu.cpp, reduce_cpu.cpp, gemm_cpu.cpp, conv_pool_cpu.cpp,
-// norm_cpu.cpp, misc_cpu.cpp (random, dropout, embedding, losses), optim_cpu.cpp.
+// norm_cpu.cpp, misc_cpu.cpp (random, dropout, embedding, losses), optim_cpu.cpp, compress_cpu.cpp
+// (8-bit min/max block compression).
 #pragma once
 #include "kernels/backend.h"
 #include "kernels/cpu/dispatch_cpu.h"
@@ -48,6 +49,8 @@ class CpuBackend final : public Backend {
   void nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index, double label_smoothing, const TensorView& glogp) override;
   void sgd_step(const TensorView& param, const TensorView& grad, const TensorView* momentum_buf, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) override;
   void adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
+  void compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) override;
+  void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) override;
 };
 
 CpuBackend& cpu_backend();

@@ -3,7 +3,8 @@
 // unary, binary, where), reduce_cuda.cu, softmax_loss_cuda.cu (softmax, NLL rows),
 // gemm_cuda.cu (cuBLASLt), gemm_epilogue_cuda.cu (linear forward with cuBLASLt's bias
 // epilogue), conv_pool_cuda.cu (cuDNN conv, pooling), norm_cuda.cu,
-// random_embedding_cuda.cu (Philox fill, dropout, embedding), optim_cuda.cu (fused updates).
+// random_embedding_cuda.cu (Philox fill, dropout, embedding), optim_cuda.cu (fused updates),
+// compress_min_max_uint8_cuda.cu (8-bit min/max block compression).
 // Kernels run on cuda::current_stream() (kernels/cuda/cuda_context.h).
 #pragma once
 #include "kernels/backend.h"
@@ -53,6 +54,8 @@ class CudaBackend final : public Backend {
   void adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
   void sgd_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads, const std::vector<TensorView>& momentum_bufs, double lr, double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) override;
   void adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads, const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
+  void compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) override;
+  void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) override;
 };
 
 }  // namespace tandem

@@ -165,6 +165,26 @@ TEST(MpiCollectives, SendRecvAroundTheRing) {
   }
 }
 
+// One exchange with both ring neighbours (at 2 ranks the same peer twice, told apart by tag and
+// by order; at 1 rank, oneself): every message lands where its tag says, and the sends count.
+TEST(MpiCollectives, ExchangeWithBothNeighboursInOneCall) {
+  const int W = g_world->size(), R = g_world->rank();
+  const int next = (R + 1) % W, prev = (R + W - 1) % W;
+  const int64_t n = 500;
+  const Tensor to_next = pattern_tensor(R, 0, n, DType::Float32), to_prev = pattern_tensor(R, 1000, n, DType::Float32);
+  const Tensor from_prev = Tensor::zeros({n}), from_next = Tensor::zeros({n});
+  const CommTraffic before = g_world->traffic();
+  using Kind = PeerTransfer::Kind;
+  WorkHandle work = g_world->exchange_async({{Kind::Recv, from_prev, prev, 6}, {Kind::Recv, from_next, next, 7},
+                                             {Kind::Send, to_next, next, 6}, {Kind::Send, to_prev, prev, 7}});
+  work->wait();
+  EXPECT_TRUE(work->is_completed());
+  EXPECT_EQ(work->description(), "exchange(2 send(s), 2 receive(s))");
+  expect_values(from_prev, 0, [&](int64_t i) { return pattern(prev, i, DType::Float32); }, "from prev");
+  expect_values(from_next, 1000, [&](int64_t i) { return pattern(next, i, DType::Float32); }, "from next");
+  EXPECT_EQ((g_world->traffic() - before).bytes_of(CommOp::Send), W == 1 ? 0 : 2 * n * 4);
+}
+
 TEST(MpiCollectives, AsyncOperationsCompleteInAnyWaitOrder) {
   const int W = g_world->size(), R = g_world->rank();
   std::vector<Tensor> buffers;

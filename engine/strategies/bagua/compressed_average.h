@@ -36,8 +36,10 @@ struct CompressionResiduals {
 void compressed_group_average(collectives::Communicator& comm, const Tensor& tensor, const std::vector<int>& group,
                               int64_t block, CompressionResiduals* residuals = nullptr);
 
-// Compresses values + residual (both float32 on the host, same size) and sets residual to what
-// the codes leave out (zero where that is not finite). Returns the packed form.
+// Compresses values + residual (float32, same size) and sets residual to what the codes leave out
+// (zero where that is not finite). Returns the packed form on the values' device. The residuals
+// live on the host, so for GPU values the feedback is applied there: one round trip of the
+// tensor per compression, which only QAdam's momentum pays (bytegrad uses no feedback).
 Tensor compress_with_feedback(const Tensor& values, const Tensor& residual, int64_t block);
 
 }  // namespace tandem::bagua

@@ -12,20 +12,22 @@ namespace {
 // tags keep them apart at 2 ranks, where left and right are the same rank.
 constexpr int kToRightTag = 7401, kToLeftTag = 7402;
 
+// The weights as one float32 vector on their device (a GPU's copies stay on it; only the
+// compressed differences travel).
 Tensor flat_copy(const std::vector<Tensor>& params) {
   int64_t total = 0;
   for (const Tensor& p : params) total += p.numel();
-  Tensor flat = Tensor::empty({total}, DType::Float32);
+  Tensor flat = Tensor::empty({total}, DType::Float32, params.front().device());
   int64_t offset = 0;
   for (const Tensor& p : params) {
-    flat.narrow(0, offset, p.numel()).copy_(p.detach().to(Device::cpu()).contiguous().view({p.numel()}));
+    flat.narrow(0, offset, p.numel()).copy_(p.detach().contiguous().view({p.numel()}));
     offset += p.numel();
   }
   return flat;
 }
 
 void add_decoded(Tensor& copy, const Tensor& packed) {
-  Tensor decoded = Tensor::empty(copy.shape(), DType::Float32);
+  Tensor decoded = Tensor::empty(copy.shape(), DType::Float32, copy.device());
   decompress_min_max_uint8(packed, decoded, kDefaultCompressionBlock);
   copy = add(copy, decoded);
 }
@@ -60,12 +62,13 @@ void LowPrecisionDecentralized::after_optimizer_step(collectives::Communicator& 
   const int left = (comm.rank() + comm.size() - 1) % comm.size(), right = (comm.rank() + 1) % comm.size();
   const Tensor mixed = (flat_copy(params) + left_ + right_) / 3.0;
   const Tensor packed = compress_min_max_uint8(sub(mixed, self_), kDefaultCompressionBlock);
-  Tensor from_left = Tensor::empty(packed.shape(), DType::UInt8), from_right = Tensor::empty(packed.shape(), DType::UInt8);
-  std::vector<collectives::WorkHandle> works{comm.recv_async(from_left, left, kToRightTag),
-                                             comm.recv_async(from_right, right, kToLeftTag),
-                                             comm.send_async(packed, right, kToRightTag),
-                                             comm.send_async(packed, left, kToLeftTag)};
-  for (auto& w : works) w->wait();
+  Tensor from_left = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
+  Tensor from_right = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
+  using collectives::PeerTransfer;
+  comm.exchange({{PeerTransfer::Kind::Recv, from_left, left, kToRightTag},
+                 {PeerTransfer::Kind::Recv, from_right, right, kToLeftTag},
+                 {PeerTransfer::Kind::Send, packed, right, kToRightTag},
+                 {PeerTransfer::Kind::Send, packed, left, kToLeftTag}});
   add_decoded(self_, packed);
   add_decoded(left_, from_left);
   add_decoded(right_, from_right);

@@ -83,10 +83,8 @@ void hierarchical_average(collectives::Communicator& comm, const Tensor& tensor,
 }
 
 void exchange_with(collectives::Communicator& comm, const Tensor& tensor, const Tensor& received, int peer, int tag) {
-  auto recv = comm.recv_async(received, peer, tag);
-  auto send = comm.send_async(tensor, peer, tag);
-  send->wait();
-  recv->wait();
+  comm.exchange({{collectives::PeerTransfer::Kind::Recv, received, peer, tag},
+                 {collectives::PeerTransfer::Kind::Send, tensor, peer, tag}});
 }
 
 }  // namespace tandem::bagua
