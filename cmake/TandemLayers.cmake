@@ -1,7 +1,8 @@
 # The library's layers: one static library per layer, each linking only the layers below it, and
 # `tandem` (tandem::tandem) the umbrella that links them all. This table is the one place the
-# allowed dependencies are written down: the build (CMakeLists.txt) makes the targets from it,
-# tests/layering checks every `#include "..."` of the library against it, and the diagram in
+# allowed dependencies are written down: the build (CMakeLists.txt) makes the targets from it and
+# checks every `#include "..."` of the library against it (check_layering.cmake, also the ctest
+# layering_includes), tests/layering links each layer alone, and the diagram in
 # docs/ARCHITECTURE.md is drawn from it.
 #
 #   tandem_layer(<name> [DEPENDS <lower layers>] PATHS <folders or file stems>)
@@ -12,7 +13,7 @@
 # dtype.cpp); a file belongs to the layer of its longest matching entry. New files land in the
 # layer of their folder without edits here.
 #
-# Usable from the build and from `cmake -P` scripts (tests/layering/check_layering.cmake).
+# Usable from the build and from `cmake -P` scripts (check_layering.cmake).
 
 set(TANDEM_LAYERS)
 macro(tandem_layer name)

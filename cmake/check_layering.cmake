@@ -7,7 +7,7 @@ cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED SOURCE_DIR)
   message(FATAL_ERROR "check_layering.cmake needs -DSOURCE_DIR=...")
 endif()
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/TandemLayers.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/TandemLayers.cmake)
 
 foreach(layer IN LISTS TANDEM_LAYERS)
   tandem_layer_reach(${layer} TANDEM_REACH_${layer})
