@@ -3,8 +3,10 @@
 #   find_package(tandem 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE tandem::tandem)   (C and Fortran hosts: tandem::c)
 # and gets the same include paths, definitions and link dependencies as the in-tree targets.
+# tandem::tandem links every layer (cmake/TandemLayers.cmake); each layer is also exported on
+# its own as tandem::<layer> (tandem::kernels, tandem::tensor, ...).
 #
-#   P/lib/{libtandem,libtandem_cli_lib,libtandem_c}.a
+#   P/lib/libtandem_<layer>.a, P/lib/{libtandem_cli_lib,libtandem_c}.a
 #   P/include/tandem/{engine,kernels,collectives,models,capi,apps/tandem}/...   #include "engine/nn/nn.h"
 #   P/bin/tandem
 #   P/lib/cmake/tandem/{tandemConfig,tandemConfigVersion,tandemTargets}.cmake
@@ -15,8 +17,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TANDEM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tandem)
-target_include_directories(tandem PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tandem>)
-target_compile_features(tandem INTERFACE cxx_std_20)  # the headers are C++20
+target_include_directories(tandem_base PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tandem>)
 
 # In the build tree the CPU kernels and their users compile with -march=native. A consumer of
 # the installed library must compile for the instruction set the library was built for (Eigen's
@@ -31,7 +32,7 @@ if(TANDEM_NATIVE_ARCH)
     set(TANDEM_EXPORTED_MARCH ${CMAKE_MATCH_1})
   endif()
   if(TANDEM_EXPORTED_MARCH)
-    target_compile_options(tandem INTERFACE
+    target_compile_options(tandem_base INTERFACE
                            $<INSTALL_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-march=${TANDEM_EXPORTED_MARCH}>>)
     message(STATUS "Tandem: the installed package compiles consumers with -march=${TANDEM_EXPORTED_MARCH}")
   else()
@@ -41,9 +42,10 @@ if(TANDEM_NATIVE_ARCH)
   endif()
 endif()
 
-# tandem::tandem (the engine), tandem::cli (the command line as a library) and tandem::c (the C
-# interface, capi/tandem.h, for C and Fortran hosts).
-install(TARGETS tandem tandem_cli_lib tandem_c EXPORT tandemTargets
+# tandem::tandem (the engine) and its layers, tandem::cli (the command line as a library) and
+# tandem::c (the C interface, capi/tandem.h, for C and Fortran hosts).
+list(TRANSFORM TANDEM_LAYERS PREPEND tandem_ OUTPUT_VARIABLE TANDEM_LAYER_TARGETS)
+install(TARGETS tandem ${TANDEM_LAYER_TARGETS} tandem_cli_lib tandem_c EXPORT tandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, what a run on the lent GPU machine needs, into build-gpu/:
-# Hopper code only (sm_90), libtandem as a shared library so the test and bench binaries stay
-# small enough to carry (64 MiB in all), and portable x86-64 code (no -march=native: the GPU
-# machine's CPU may differ). Then packs the Open MPI runtime into .device/.
+# Hopper code only (sm_90), the library's layers as shared libraries so the test and bench
+# binaries stay small enough to carry (64 MiB in all), and portable x86-64 code (no
+# -march=native: the GPU machine's CPU may differ). Then packs the Open MPI runtime into .device/.
 # The build folder holds object files too (over the carry limit), so the binaries, with their
 # layout, are copied into .gpu/ (git-ignored), which is what travels:
 #   scripts/gpu_build.sh            then, with the device tool:

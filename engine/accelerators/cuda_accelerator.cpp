@@ -1,7 +1,6 @@
 #include "engine/accelerators/cuda_accelerator.h"
 
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -15,9 +14,6 @@ namespace {
 
 constexpr const char* kSimulateVar = "TANDEM_SIMULATE_CUDA_DEVICES";
 constexpr const char* kSimulateBusyVar = "TANDEM_SIMULATE_BUSY_CUDA_DEVICES";
-
-std::mutex g_provider_mutex;
-CudaAllocatorStatsProvider g_allocator_stats;
 
 // The entries of CUDA_VISIBLE_DEVICES (indices or UUIDs), trimmed; nullopt when it is unset.
 std::optional<std::vector<std::string>> visible_devices_entries() {
@@ -127,10 +123,7 @@ DeviceStats CUDAAccelerator::get_device_stats(const AcceleratorDevice& device) c
   if (info.memory_utilization_percent >= 0) {
     stats["memory_utilization_percent"] = info.memory_utilization_percent;
   }
-  std::lock_guard<std::mutex> lock(g_provider_mutex);
-  if (g_allocator_stats) {
-    for (const auto& [k, v] : g_allocator_stats(device.index)) stats[k] = v;
-  }
+  for (const auto& [k, v] : cuda::allocator_memory_stats(device.index)) stats[k] = v;
   return stats;
 }
 
@@ -202,11 +195,6 @@ std::vector<int> find_usable_cuda_devices(int n) {
                       "--trainer.devices");
   }
   return usable;
-}
-
-void set_cuda_allocator_stats_provider(CudaAllocatorStatsProvider provider) {
-  std::lock_guard<std::mutex> lock(g_provider_mutex);
-  g_allocator_stats = std::move(provider);
 }
 
 }  // namespace tandem

@@ -10,7 +10,6 @@
 // With either set, training refuses to start (refuse_training_when_simulating): a plan is all
 // they are good for.
 #pragma once
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -48,8 +47,8 @@ class CUDAAccelerator : public Accelerator {
   bool is_available() const override { return cuda_device_count() > 0; }
   std::string availability_note() const override;
   // memory_total_bytes, memory_free_bytes, memory_used_bytes (whole device, all processes),
-  // utilization_percent when NVML reports it, and whatever the registered allocator stats
-  // provider adds (memory allocated and reserved by Tandem's caching allocator).
+  // utilization_percent when NVML reports it, and the caching allocator's counters
+  // (cuda::allocator_memory_stats: memory allocated and reserved by Tandem) once it has started.
   DeviceStats get_device_stats(const AcceleratorDevice& device) const override;
   std::optional<Device> tensor_device(const AcceleratorDevice& device) const override { return Device::cuda(device.index); }
   // find_usable_cuda_devices and cuda_visible_devices_note, below.
@@ -63,10 +62,5 @@ class CUDAAccelerator : public Accelerator {
 // n = -1 returns every usable device. Throws ConfigError when n is not > 0 or -1, or the machine
 // has fewer than n devices; DeviceError when fewer than n are free (naming the occupied ones).
 std::vector<int> find_usable_cuda_devices(int n);
-
-// The tensor layer's caching allocator registers a callback here so that get_device_stats can
-// report Tandem's own allocated/reserved bytes without the accelerators depending on it.
-using CudaAllocatorStatsProvider = std::function<DeviceStats(int device_index)>;
-void set_cuda_allocator_stats_provider(CudaAllocatorStatsProvider provider);
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 // a pinned host cache for staging copies.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -11,7 +12,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
@@ -301,7 +301,8 @@ class DeviceCache {
   std::thread::id capturing_thread_;
 };
 
-void register_stats_provider();
+// Set when the first device cache is made (allocator_started).
+std::atomic<bool> g_started{false};
 
 // Never destroyed: tensors released during static destruction still find their cache, and no
 // cudaFree runs after the CUDA runtime has shut down.
@@ -311,7 +312,7 @@ DeviceCache& cache_for(int device) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = caches->find(device);
   if (it == caches->end()) {
-    if (caches->empty()) register_stats_provider();
+    if (caches->empty()) g_started.store(true);
     it = caches->emplace(device, new DeviceCache(device)).first;
   }
   return *it->second;
@@ -429,20 +430,6 @@ void pinned_release_later(void* p, int device) noexcept {
   pinned_cache().release(p, stream);
 }
 
-// get_device_stats(cuda:i) reports these next to the driver's numbers. Registered when the first
-// device cache is made (at run time, never during static initialization).
-void register_stats_provider() {
-  set_cuda_allocator_stats_provider([](int device) {
-    const AllocatorStats s = allocator_stats(device);
-    return DeviceStats{{"allocated_bytes", double(s.allocated_bytes)},
-                       {"peak_allocated_bytes", double(s.peak_allocated_bytes)},
-                       {"reserved_bytes", double(s.reserved_bytes)},
-                       {"peak_reserved_bytes", double(s.peak_reserved_bytes)},
-                       {"allocation_requests", double(s.requests)},
-                       {"cuda_malloc_calls", double(s.driver_allocations)},
-                       {"cache_flushes", double(s.cache_flushes)}};
-  });
-}
 }  // namespace
 
 void* device_alloc(size_t nbytes, int device) { return cache_for(device).allocate(nbytes); }
@@ -451,6 +438,7 @@ void record_stream(void* p, int device, void* stream) {
   cache_for(device).record_stream(p, static_cast<cudaStream_t>(stream));
 }
 AllocatorStats allocator_stats(int device) { return cache_for(device).stats(); }
+bool allocator_started() { return g_started.load(); }
 void reset_peak_stats(int device) { cache_for(device).reset_peaks(); }
 void empty_cache(int device) { cache_for(device).empty(); }
 int begin_capture_pool(int device) { return cache_for(device).begin_capture(); }

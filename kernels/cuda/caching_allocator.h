@@ -40,6 +40,8 @@ struct AllocatorStats {
   int64_t cache_flushes = 0;         // times an out-of-memory retry released the cache
 };
 AllocatorStats allocator_stats(int device);
+// True once the allocator has made the cache of any device; until then it has nothing to report.
+bool allocator_started();
 void reset_peak_stats(int device);
 // Returns every cached (free) block of `device` to the driver.
 void empty_cache(int device);

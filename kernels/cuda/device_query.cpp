@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "engine/core/error.h"
+#include "kernels/cuda/caching_allocator.h"
 
 namespace tandem::cuda {
 
@@ -127,6 +128,18 @@ DeviceMemoryInfo query_device_memory(int index) {
   }
   cudaGetLastError();
   return info;
+}
+
+std::map<std::string, double> allocator_memory_stats(int index) {
+  if (!allocator_started()) return {};
+  const AllocatorStats s = allocator_stats(index);
+  return {{"allocated_bytes", double(s.allocated_bytes)},
+          {"peak_allocated_bytes", double(s.peak_allocated_bytes)},
+          {"reserved_bytes", double(s.reserved_bytes)},
+          {"peak_reserved_bytes", double(s.peak_reserved_bytes)},
+          {"allocation_requests", double(s.requests)},
+          {"cuda_malloc_calls", double(s.driver_allocations)},
+          {"cache_flushes", double(s.cache_flushes)}};
 }
 
 void set_current_device(int index) {

@@ -8,6 +8,7 @@
 // talks to the real hardware.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <string>
 
 namespace tandem::cuda {
@@ -47,6 +48,12 @@ struct DeviceMemoryInfo {
 // call it on the device this process uses. Throws DeviceError when built without CUDA or when
 // the runtime fails.
 DeviceMemoryInfo query_device_memory(int index);
+
+// Tandem's own memory on `index` as the caching allocator counts it, by name: allocated_bytes,
+// peak_allocated_bytes, reserved_bytes, peak_reserved_bytes, allocation_requests,
+// cuda_malloc_calls, cache_flushes. Empty until the allocator has served its first device, and
+// in builds without CUDA.
+std::map<std::string, double> allocator_memory_stats(int index);
 
 // Makes `index` the current device of the calling thread. Throws DeviceError on failure.
 void set_current_device(int index);

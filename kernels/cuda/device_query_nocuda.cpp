@@ -19,6 +19,7 @@ DeviceProbe probe_device(int index) { no_cuda("probing CUDA device " + std::to_s
 DeviceMemoryInfo query_device_memory(int index) {
   no_cuda("querying CUDA device " + std::to_string(index));
 }
+std::map<std::string, double> allocator_memory_stats(int) { return {}; }
 void set_current_device(int index) { no_cuda("selecting CUDA device " + std::to_string(index)); }
 
 }  // namespace tandem::cuda

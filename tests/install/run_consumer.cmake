@@ -1,7 +1,8 @@
 # The install test (ctest install_consumer): `cmake --install` the build into a fresh prefix,
 # then configure, build and run tests/install/consumer against that prefix alone, as a host
-# project would. Also checks that the package refuses a version it does not provide and that
-# nothing it exports points back into the source or build tree.
+# project would, once on tandem::tandem and once on the tandem::nn layer alone. Also checks that
+# the package refuses a version it does not provide and that nothing it exports points back into
+# the source or build tree.
 # The C host (consumer_c, tests/capi/test_capi.c against tandem::c) runs under mpirun -np 2.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...] -P run_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
@@ -52,6 +53,11 @@ run("running the consumer" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 ${WORK_DIR}
 message(STATUS "${last_output}")
 if(NOT last_output MATCHES "consumer: loss decreased")
   message(FATAL_ERROR "the consumer ran but did not report a decreasing loss:\n${last_output}")
+endif()
+run("running the consumer linked with tandem::nn alone" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1
+    ${WORK_DIR}/build/consumer_nn)
+if(NOT last_output MATCHES "consumer: loss decreased")
+  message(FATAL_ERROR "the consumer on tandem::nn ran but did not report a decreasing loss:\n${last_output}")
 endif()
 if(NOT MPIEXEC)
   message(STATUS "no MPI in this build: the C consumer (it needs MPI) was not run")

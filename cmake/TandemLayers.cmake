@@ -1,0 +1,87 @@
+# The library's layers: one static library per layer, each linking only the layers below it, and
+# `tandem` (tandem::tandem) the umbrella that links them all. This table is the one place the
+# allowed dependencies are written down: the build (CMakeLists.txt) makes the targets from it and
+# checks every `#include "..."` of the library against it (check_layering.cmake, also the ctest
+# layering_includes), tests/layering links each layer alone, and the diagram in
+# docs/ARCHITECTURE.md is drawn from it.
+#
+#   tandem_layer(<name> [DEPENDS <lower layers>] PATHS <folders or file stems>)
+#
+# A layer may use its own files and those of every layer its DEPENDS reach, directly or through
+# each other; a layer may only depend on layers listed before it, so there are no cycles. A PATHS
+# entry is a folder (everything under it) or a file stem ("engine/tensor/dtype": dtype.h and
+# dtype.cpp); a file belongs to the layer of its longest matching entry. New files land in the
+# layer of their folder without edits here.
+#
+# Usable from the build and from `cmake -P` scripts (check_layering.cmake).
+
+set(TANDEM_LAYERS)
+macro(tandem_layer name)
+  cmake_parse_arguments(_tandem_layer "" "" "DEPENDS;PATHS" ${ARGN})
+  foreach(_tandem_dep IN LISTS _tandem_layer_DEPENDS)
+    if(NOT _tandem_dep IN_LIST TANDEM_LAYERS)
+      message(FATAL_ERROR "layer ${name} depends on ${_tandem_dep}, which is not a layer listed before it")
+    endif()
+  endforeach()
+  list(APPEND TANDEM_LAYERS ${name})
+  set(TANDEM_LAYER_${name}_DEPENDS ${_tandem_layer_DEPENDS})
+  set(TANDEM_LAYER_${name}_PATHS ${_tandem_layer_PATHS})
+endmacro()
+
+# base: errors and the value types every layer speaks (DType, Device, the Philox generator's
+# arithmetic), which the kernels need without the Tensor above them.
+tandem_layer(base PATHS engine/core engine/tensor/dtype engine/tensor/device engine/tensor/philox)
+# kernels: the Backend interface, the CPU reference and the CUDA backend; no tensors, no autograd.
+tandem_layer(kernels DEPENDS base PATHS kernels)
+# tensor: Tensor, autograd and the ops, one knot: Tensor's methods are ops, every op records its
+# backward, and the autograd engine accumulates gradients with ops.
+tandem_layer(tensor DEPENDS kernels PATHS engine/tensor engine/autograd engine/ops)
+tandem_layer(nn DEPENDS tensor PATHS engine/nn engine/optim)
+tandem_layer(io DEPENDS tensor PATHS engine/io)
+tandem_layer(data DEPENDS tensor PATHS engine/data)
+tandem_layer(collectives DEPENDS tensor PATHS collectives)
+tandem_layer(accelerators DEPENDS kernels PATHS engine/accelerators)
+# trainer: strategies, the Trainer and the config layer, one knot: strategies drive the
+# LightningModule interface, whose log() goes through its Trainer, which runs the strategies;
+# the config sections describe a strategy's plan and the Trainer reads them.
+tandem_layer(trainer DEPENDS nn io data collectives accelerators
+             PATHS engine/strategies engine/trainer engine/config)
+tandem_layer(models DEPENDS trainer PATHS models)
+
+# The folders of the library (the layers' sources live under them) and those above it, which
+# no layer may include: the library knows no CLI.
+set(TANDEM_LIBRARY_FOLDERS engine kernels collectives models)
+set(TANDEM_ABOVE_LIBRARY_FOLDERS apps capi)
+
+# tandem_layer_of(<path relative to the source root> <out var>): the layer owning the file, or
+# "" when no entry matches.
+function(tandem_layer_of path out)
+  set(best "")
+  set(best_length 0)
+  foreach(layer IN LISTS TANDEM_LAYERS)
+    foreach(entry IN LISTS TANDEM_LAYER_${layer}_PATHS)
+      string(FIND "${path}" "${entry}" at)
+      string(LENGTH "${entry}" length)
+      set(rest "")
+      if(at EQUAL 0)
+        string(SUBSTRING "${path}" ${length} -1 rest)
+      endif()
+      if(rest MATCHES "^(/|\\.[^/]*$)" AND length GREATER best_length)
+        set(best ${layer})
+        set(best_length ${length})
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${best}" PARENT_SCOPE)
+endfunction()
+
+# tandem_layer_reach(<layer> <out var>): the layer and every layer below it that it may use.
+function(tandem_layer_reach layer out)
+  set(reach ${layer})
+  foreach(dep IN LISTS TANDEM_LAYER_${layer}_DEPENDS)
+    tandem_layer_reach(${dep} below)
+    list(APPEND reach ${below})
+  endforeach()
+  list(REMOVE_DUPLICATES reach)
+  set(${out} ${reach} PARENT_SCOPE)
+endfunction()
