@@ -29,7 +29,11 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   BUILD_DIR=${TANDEM_BUILD_DIR:-build}
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   mapfile -t cuda_objects < <(ninja -C "$BUILD_DIR" -t targets all |
-    sed -n 's#^\(CMakeFiles/tandem.dir/\(kernels/cuda/[^:]*\.cu\|collectives/nccl/[^:]*\)\.o\): .*#\1#p')
+    sed -n 's#^\(CMakeFiles/tandem_[a-z]*.dir/\(kernels/cuda/[^:]*\.cu\|collectives/nccl/[^:]*\)\.o\): .*#\1#p')
+  if [ "${#cuda_objects[@]}" -eq 0 ]; then
+    echo "scripts/test.sh: no CUDA or NCCL objects found in $BUILD_DIR's targets; the pattern above needs updating" >&2
+    exit 1
+  fi
   ninja -C "$BUILD_DIR" -j "${TANDEM_JOBS:-$(nproc)}" "${cuda_objects[@]}"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
