@@ -3,6 +3,7 @@
 //     completes while the training thread makes no call at all (no MPI call either, so nothing
 //     but the thread can progress it), and applying it keeps the progress made meanwhile:
 //     w = rank, +1 while the round is away, ends at mean + 1 on every rank;
+//   - destroying the algorithm with a round in flight joins the thread;
 //   - a round that times out on the thread (one rank never starts it) is a CommError on the
 //     training thread that names the operation, the timeout and the missing rank.
 #include <gtest/gtest.h>
@@ -72,6 +73,17 @@ TEST(BaguaAsyncThread, ARoundCompletesWhileTheTrainingThreadIsAwayAndKeepsItsPro
   async.finish_training(*g_world, params);
   EXPECT_EQ(async.rounds_started(), 1);
   EXPECT_EQ(async.rounds_completed(), 2);
+  // Destroyed with a round in flight (every rank started it): the destructor joins the thread
+  // once the round completes; the weights are left alone.
+  {
+    AsyncModelAverage dropped(kOneRound);
+    dropped.set_own_communicator(own_communicator(std::chrono::seconds(60)));
+    dropped.on_setup(params);
+    dropped.after_optimizer_step(*g_world, params, 1);
+  }
+  for (const Tensor& p : params) {
+    for (float v : p.to_vector<float>()) EXPECT_FLOAT_EQ(v, float(mean + 1));
+  }
 }
 
 TEST(BaguaAsyncThread, ARoundThatTimesOutOnTheThreadIsACommErrorOnTheTrainingThread) {
