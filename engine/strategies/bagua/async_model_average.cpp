@@ -119,10 +119,10 @@ std::string AsyncModelAverage::describe() const {
   std::string how = "by rounds on a background thread";
   if (rounds_ && !rounds_->threaded()) {
     const std::string backend = rounds_->communicator().backend_name();
-    how = "by rounds the training thread polls between steps (no background thread: " +
-          (backend == "mpi" ? std::string("MPI runs below MPI_THREAD_MULTIPLE, the level the program that initialized it chose")
-                            : "the " + backend + " communicator is not called from a second thread") +
-          ")";
+    const std::string why = backend == "mpi"
+                                ? "MPI runs below MPI_THREAD_MULTIPLE, the level the program that initialized it chose"
+                                : "the " + backend + " communicator is not called from a second thread";
+    how = "by rounds the training thread polls between steps (no background thread: " + why + ")";
   }
   return "async: weights averaged without blocking training every " + std::to_string(interval_ms_) + " ms " + how +
          ", after " + std::to_string(warmup_steps_) + " warm-up step(s) of gradient allreduce; " +
