@@ -4,6 +4,7 @@
 //     but the thread can progress it), and applying it keeps the progress made meanwhile:
 //     w = rank, +1 while the round is away, ends at mean + 1 on every rank;
 //   - destroying the algorithm with a round in flight joins the thread;
+//   - CUDA weights (emulated devices, bagua_async_emulated_gpu_np2) end at mean + 1 as well;
 //   - a round that times out on the thread (one rank never starts it) is a CommError on the
 //     training thread that names the operation, the timeout and the missing rank.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/bagua/algorithms.h"
+#include "kernels/cuda/device_query.h"
 #include "mpi_test_world.h"
 
 namespace tandem::bagua {
@@ -83,6 +85,31 @@ TEST(BaguaAsyncThread, ARoundCompletesWhileTheTrainingThreadIsAwayAndKeepsItsPro
   }
   for (const Tensor& p : params) {
     for (float v : p.to_vector<float>()) EXPECT_FLOAT_EQ(v, float(mean + 1));
+  }
+}
+
+TEST(BaguaAsyncThread, CudaWeightsAreAveragedThroughPinnedHostSnapshots) {
+  // Run by bagua_async_emulated_gpu_np2 (emulated devices); no device here: nothing to check.
+  if (cuda::visible_device_count() < 1) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note();
+  const int w = g_world->size(), rank = g_world->rank();
+  const Device gpu = Device::cuda(0);
+  AsyncModelAverage async(kOneRound);
+  async.set_own_communicator(own_communicator(std::chrono::seconds(60)));
+  ASSERT_TRUE(async.threaded());
+  std::vector<Tensor> params = {Tensor::full({3, 4}, double(rank)).to(gpu), Tensor::full({5}, double(rank)).to(gpu)};
+  async.on_setup(params);
+  async.after_optimizer_step(*g_world, params, 1);  // device -> pinned host snapshot
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (async.rounds_completed() < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(async.rounds_completed(), 1);
+  for (Tensor& p : params) p.copy_(p + 1.0);  // progress on the device meanwhile
+  async.after_optimizer_step(*g_world, params, 2);  // applied on the device
+  EXPECT_EQ(async.rounds_applied(), 1);
+  const double mean = (w - 1) / 2.0;
+  async.finish_training(*g_world, params);
+  for (const Tensor& p : params) {
+    EXPECT_TRUE(p.device() == gpu);
+    for (float v : p.to(Device::cpu()).to_vector<float>()) EXPECT_FLOAT_EQ(v, float(mean + 1));
   }
 }
 
