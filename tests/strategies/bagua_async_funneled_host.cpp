@@ -47,7 +47,9 @@ int main(int argc, char** argv) {
           "rounds started " + std::to_string(async.rounds_started()) + ", applied " +
               std::to_string(async.rounds_applied()));
     for (const Tensor& p : params)
-      for (float v : p.to_vector<float>()) check(v == float(size - 1) / 2, "weight " + std::to_string(v) + " is not the mean");
+      for (float v : p.to_vector<float>()) {
+        check(v == float(size - 1) / 2, "weight " + std::to_string(v) + " is not the mean");
+      }
     Tensor rounds = Tensor::scalar(double(async.rounds_started()), DType::Int64), most = rounds.clone();
     world->allreduce(most, collectives::ReduceOp::Max);
     check(int64_t(most.item()) == int64_t(rounds.item()), "ranks took part in different numbers of rounds");

@@ -36,6 +36,15 @@ std::shared_ptr<collectives::Communicator> own_communicator(std::chrono::millise
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Sleeps (making no call into MPI or the algorithm) until `rounds` rounds have completed, or
+// for at most 60 s; the caller asserts the count.
+void wait_until_completed(const AsyncModelAverage& async, int64_t rounds) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (async.rounds_completed() < rounds && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // An interval longer than any test: the first step after the warm-up starts the only round.
 const InitParams kOneRound{{"sync_interval_ms", "3600000"}, {"warmup_steps", "0"}};
 
@@ -51,8 +60,7 @@ TEST(BaguaAsyncThread, ARoundCompletesWhileTheTrainingThreadIsAwayAndKeepsItsPro
   EXPECT_EQ(async.rounds_started(), 1);
   // The training thread is away: it neither calls the algorithm nor MPI. Only the thread can
   // complete the round (Open MPI has no progress thread of its own).
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (async.rounds_completed() < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_until_completed(async, 1);
   ASSERT_EQ(async.rounds_completed(), 1);
   EXPECT_EQ(async.rounds_applied(), 0);
   // Local progress meanwhile (an optimizer step would make it): +1 everywhere.
@@ -99,8 +107,7 @@ TEST(BaguaAsyncThread, CudaWeightsAreAveragedThroughPinnedHostSnapshots) {
   std::vector<Tensor> params = {Tensor::full({3, 4}, double(rank)).to(gpu), Tensor::full({5}, double(rank)).to(gpu)};
   async.on_setup(params);
   async.after_optimizer_step(*g_world, params, 1);  // device -> pinned host snapshot
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (async.rounds_completed() < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_until_completed(async, 1);
   ASSERT_EQ(async.rounds_completed(), 1);
   for (Tensor& p : params) p.copy_(p + 1.0);  // progress on the device meanwhile
   async.after_optimizer_step(*g_world, params, 2);  // applied on the device

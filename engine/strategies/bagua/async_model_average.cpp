@@ -41,7 +41,8 @@ void AsyncModelAverage::set_own_communicator(std::shared_ptr<collectives::Commun
 }
 
 void AsyncModelAverage::on_setup(const std::vector<Tensor>& /*params*/) {
-  TANDEM_CHECK(rounds_ == nullptr || !rounds_->in_flight(), ValueError, "bagua async: a round is still in flight at setup");
+  TANDEM_CHECK(rounds_ == nullptr || !rounds_->in_flight(), ValueError,
+               "bagua async: a round is still in flight at setup");
   rounds_started_ = rounds_applied_ = 0;
   last_start_ = std::chrono::steady_clock::time_point{};
 }
