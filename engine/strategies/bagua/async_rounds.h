@@ -48,8 +48,10 @@ class AsyncRounds {
   // Blocks until the round in flight completes (at most the communicator's timeout); throws
   // CommError when it failed. Returns at once when none is in flight.
   void wait();
-  // Ends the thread (none in flight: at once; else after the round ends) and joins it. A later
-  // start() starts a new one.
+  // Ends the thread and joins it: at once when idle; a round the thread has begun first ends
+  // (completes, or fails at the timeout); one handed over but not yet begun is dropped. Either
+  // way none is in flight afterwards and its average is never applied. Polled: drops the
+  // allreduce (its buffers stay with the communicator). A later start() starts a new thread.
   void stop();
 
   // Rounds whose allreduce completed. Any thread may read it; in threaded mode it advances on
