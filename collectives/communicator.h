@@ -115,6 +115,12 @@ class Communicator {
   virtual int local_size() const = 0;
   virtual std::string backend_name() const = 0;  // "local", "mpi", "nccl"
 
+  // True when a second thread may call this communicator's operations while other threads use
+  // other communicators of the process (MPI: the library runs at MPI_THREAD_MULTIPLE; local:
+  // always). One communicator is still used by one thread at a time. False for NCCL, whose
+  // operations queue on the caller's device streams.
+  virtual bool allows_concurrent_threads() const { return false; }
+
   const CommOptions& options() const { return options_; }
   void set_timeout(Millis timeout) { options_.timeout = timeout; }
 

@@ -21,6 +21,7 @@ class LocalCommunicator : public Communicator {
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
+  bool allows_concurrent_threads() const override { return true; }  // its state is its own
 
   using Communicator::allreduce_async;
   WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;

@@ -173,6 +173,11 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Comm_free(&s.comm);
 }
 
+bool MpiCommunicator::allows_concurrent_threads() const {
+  int level = MPI_THREAD_SINGLE;
+  return MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
+}
+
 void MpiCommunicator::check_usable(const std::string& what) const {
   if (failed()) throw CommError(what + ": this MPI communicator failed earlier and cannot be used: " + failure());
   state_->options = options();  // set_timeout may have changed them

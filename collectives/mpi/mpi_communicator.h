@@ -38,6 +38,9 @@ class MpiCommunicator : public Communicator {
   int local_rank() const override { return state_->local_rank; }
   int local_size() const override { return state_->local_size; }
   std::string backend_name() const override { return "mpi"; }
+  // MPI_Query_thread says MPI_THREAD_MULTIPLE (what Tandem asks for when it initializes MPI; a
+  // host program that initialized MPI itself chose its own level).
+  bool allows_concurrent_threads() const override;
 
   using Communicator::allreduce_async;
   WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;

@@ -68,13 +68,16 @@ void ensure_mpi_initialized(int* argc, char*** argv) {
   // docs/PERFORMANCE.md); the default choice ran at 0.43-0.6x. A user's own setting wins.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
   int provided = 0;
-  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) throw CommError(mpi_error_text("MPI_Init_thread", rc));
   g_owned = true;
   std::atexit(finalize_at_exit);
+  // An MPI built without thread support may give less than MULTIPLE: FUNNELED still trains
+  // (bagua async then polls its rounds on the main thread), anything lower does not.
   if (provided < MPI_THREAD_FUNNELED)
     throw CommError("MPI_Init_thread gave thread level " + std::to_string(provided) +
-                    ", below MPI_THREAD_FUNNELED (Tandem runs OpenMP and data-loader threads beside the main thread, which alone calls MPI)");
+                    ", below MPI_THREAD_FUNNELED (Tandem runs OpenMP and data-loader threads beside the main thread, "
+                    "which calls MPI); use an MPI library built with thread support");
 }
 
 bool tandem_owns_mpi() { return g_owned; }
@@ -98,8 +101,9 @@ void abort_job(const std::string& why) {
 
 void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why) {
   if (g_watchdog_armed.exchange(true)) return;
-  // MPI_Abort from this thread is outside FUNNELED's letter, but it only has to kill the job,
-  // which Open MPI's abort does from any thread.
+  // MPI_Abort from this thread is within MPI_THREAD_MULTIPLE (and outside FUNNELED's letter
+  // when a host chose that level, but it only has to kill the job, which Open MPI's abort does
+  // from any thread).
   std::thread([grace, why] {
     std::this_thread::sleep_for(grace);
     abort_job(why + " (still running " + std::to_string(grace.count()) + " ms after the error was thrown)");

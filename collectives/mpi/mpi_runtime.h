@@ -1,8 +1,12 @@
 // Who owns MPI. Tandem never calls MPI_Init when MPI is already initialized (an HPC code that
 // embeds Tandem keeps ownership) and finalizes only an MPI it initialized itself. When Tandem
-// initializes, it asks for MPI_THREAD_FUNNELED (all MPI calls from the main thread) and
-// finalizes at process exit - or aborts the job instead when a collective failed and left
-// requests that can never complete (MPI_Finalize would wait for them forever).
+// initializes, it asks for MPI_THREAD_MULTIPLE (bagua's async averages on a thread of its own,
+// over a communicator of its own, while the training thread uses the world's) and accepts
+// down to MPI_THREAD_FUNNELED (then everything calls MPI from the main thread, and async polls
+// its rounds there). It finalizes at process exit - or aborts the job instead when a collective
+// failed and left requests that can never complete (MPI_Finalize would wait for them forever).
+// A host program that initialized MPI chose the level itself: MpiCommunicator::
+// allows_concurrent_threads() asks MPI_Query_thread.
 #pragma once
 #include <mpi.h>
 
@@ -11,8 +15,8 @@
 
 namespace tandem::collectives::mpi {
 
-// Joins an initialized MPI, or calls MPI_Init_thread(FUNNELED) and registers finalization at
-// exit. Throws CommError if MPI was already finalized or cannot give FUNNELED.
+// Joins an initialized MPI, or calls MPI_Init_thread(MULTIPLE) and registers finalization at
+// exit. Throws CommError if MPI was already finalized or gives less than FUNNELED.
 void ensure_mpi_initialized(int* argc, char*** argv);
 // True when this process's MPI was initialized by Tandem (so Tandem finalizes it).
 bool tandem_owns_mpi();

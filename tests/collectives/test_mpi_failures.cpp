@@ -1,4 +1,4 @@
-// Timeouts and embedding on the MPI backend. Each test that makes a communicator fail uses its
+// Timeouts, the thread level and embedding on the MPI backend. Each test that makes a communicator fail uses its
 // own duplicate of MPI_COMM_WORLD, so the world communicator stays usable, and ends by letting
 // the late rank arrive, so no MPI request is left pending and the job finalizes cleanly.
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collectives/communicator_factory.h"
+#include "collectives/local_communicator.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "engine/core/error.h"
@@ -118,6 +119,17 @@ TEST(MpiTimeout, WaitWithAnExplicitTimeoutThrowsButTheWorkCanStillBeAbandonedSaf
   }
   MPI_Comm_free(&dup);
   g_world->barrier();
+}
+
+TEST(MpiThreads, TandemInitializesMpiAtThreadMultiple) {
+  // main() brought MPI up through Tandem, which asks for MPI_THREAD_MULTIPLE (Open MPI 4.1 here
+  // gives it); a host's lower level is tested by bagua_async_funneled_np*.
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  EXPECT_EQ(level, MPI_THREAD_MULTIPLE);
+  EXPECT_TRUE(g_world->allows_concurrent_threads());
+  LocalCommunicator local;
+  EXPECT_TRUE(local.allows_concurrent_threads());
 }
 
 TEST(MpiEmbedding, JoinsACommunicatorTheHostSplit) {

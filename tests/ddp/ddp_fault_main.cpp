@@ -4,7 +4,9 @@
 //         --timeout seconds with a CommError naming it, and the job is aborted
 //   die   the last rank is killed (SIGKILL): the launcher ends the whole job
 //   nan   the last rank's loss is NaN: every rank stops with NonFiniteLossError, exit 1
-// Usage: mpirun -np N test_ddp_fault hang|die|nan [timeout_seconds]
+// Usage: mpirun -np N test_ddp_fault hang|die|nan [timeout_seconds [bagua_async]]
+// bagua_async: the same job under strategy=bagua algorithm=async (1 warm-up step, 1 ms rounds),
+// whose background thread averages the weights on a communicator of its own meanwhile.
 #include <signal.h>
 #include <unistd.h>
 
@@ -42,7 +44,7 @@ class Misbehave : public Callback {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: test_ddp_fault hang|die|nan [timeout_seconds]\n");
+    std::fprintf(stderr, "usage: test_ddp_fault hang|die|nan [timeout_seconds [bagua_async]]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -56,6 +58,10 @@ int main(int argc, char** argv) {
     o.accelerator = "cpu";
     o.devices = size ? std::atoi(size) : 1;
     o.strategy = "ddp";
+    if (argc > 3 && std::string(argv[3]) == "bagua_async") {
+      o.strategy = "bagua";
+      o.strategy_options = {{"algorithm", "async"}, {"sync_interval_ms", "1"}, {"warmup_steps", "1"}};
+    }
     o.default_root_dir = root;
     o.enable_progress_bar = false;
     o.enable_model_summary = false;

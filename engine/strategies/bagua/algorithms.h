@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/strategies/bagua/async_rounds.h"
 #include "engine/strategies/bagua/bagua_algorithm.h"
 #include "engine/strategies/bagua/compressed_average.h"
 
@@ -125,15 +126,22 @@ class QAdamAlgorithm : public BaguaAlgorithm {
 };
 
 // async: after warmup_steps optimizer steps of synchronous gradient allreduce, gradients stay
-// local and the weights are averaged asynchronously on a communicator of the algorithm's own.
-// At an optimizer step at least sync_interval_ms after the last round started (and none is in
-// flight), a round starts: a snapshot of the weights goes into a non-blocking allreduce(avg),
-// and training goes on. A later step that finds the round complete moves the weights by
-// (average - snapshot), keeping the progress made meanwhile. Each rank starts rounds on its own
-// clock; rounds pair up by order on the own communicator, and finish_training first brings
-// every rank to the same number of rounds, then averages the weights exactly: the replicas end
-// equal. MPI is initialized MPI_THREAD_FUNNELED (only the main thread calls it), so rounds are
-// started and progressed by the training thread between steps instead of by a thread of their own.
+// local and the weights are averaged asynchronously on a communicator of the algorithm's own
+// (AsyncRounds, async_rounds.h). At an optimizer step at least sync_interval_ms after the last
+// round started (and none is in flight), the training thread copies the weights into a
+// snapshot (host memory for MPI) and hands it over; a background thread averages it
+// (allreduce(avg), blocking, with the communicator's timeout) while training goes on. A later
+// step that finds the round complete moves the weights by (average - snapshot), keeping the
+// progress made meanwhile. Only the training thread reads or writes the weights, and only
+// between steps, so forward, backward, the optimizer, validation and checkpoints never race the
+// thread, and device weights stay on the training thread's stream. Each rank starts rounds on
+// its own clock; rounds pair up by order on the own communicator, and finish_training first
+// brings every rank to the same number of rounds, then averages the weights exactly: the
+// replicas end equal. When the communicator cannot be called from a second thread (a host
+// program initialized MPI below MPI_THREAD_MULTIPLE; NCCL) the rounds are nonblocking
+// allreduces the training thread polls between steps instead, and describe() says so.
+// A round that fails on the thread surfaces as CommError at the next step (or in
+// finish_training); the thread is joined on every path (finish, abandon, destruction).
 class AsyncModelAverage : public BaguaAlgorithm {
  public:
   explicit AsyncModelAverage(const InitParams& params);
@@ -141,14 +149,20 @@ class AsyncModelAverage : public BaguaAlgorithm {
   bool averages_gradients(int64_t step) const override { return step <= warmup_steps_; }
   BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
   bool needs_own_communicator() const override { return true; }
-  void set_own_communicator(std::shared_ptr<collectives::Communicator> comm) override { own_ = std::move(comm); }
+  void set_own_communicator(std::shared_ptr<collectives::Communicator> comm) override;
   void on_setup(const std::vector<Tensor>& params) override;
   void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
   void finish_training(collectives::Communicator& comm, const std::vector<Tensor>& params) override;
+  void abandon_training() override;
   std::string describe() const override;
 
-  int64_t rounds_started() const { return rounds_; }
-  int64_t rounds_applied() const { return applied_; }
+  int64_t rounds_started() const { return rounds_started_; }
+  int64_t rounds_applied() const { return rounds_applied_; }
+  // Rounds whose allreduce completed, counted where it completed (the background thread when
+  // threaded): it advances while the training thread is away. Any thread may read it.
+  int64_t rounds_completed() const { return rounds_ ? rounds_->completed() : 0; }
+  // True when a background thread runs the rounds; false when the training thread polls them.
+  bool threaded() const { return rounds_ && rounds_->threaded(); }
 
  private:
   void start_round(const std::vector<Tensor>& params);
@@ -156,11 +170,10 @@ class AsyncModelAverage : public BaguaAlgorithm {
 
   int64_t interval_ms_ = 0;
   int64_t warmup_steps_ = 0;
-  std::shared_ptr<collectives::Communicator> own_;
-  Tensor snapshot_, average_;
-  collectives::WorkHandle in_flight_;
+  std::unique_ptr<AsyncRounds> rounds_;
+  Tensor snapshot_, average_;  // the round in flight's (the background thread's until it completes)
   std::chrono::steady_clock::time_point last_start_{};
-  int64_t rounds_ = 0, applied_ = 0;
+  int64_t rounds_started_ = 0, rounds_applied_ = 0;
 };
 
 }  // namespace tandem::bagua

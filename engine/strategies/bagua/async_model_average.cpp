@@ -35,59 +35,99 @@ AsyncModelAverage::AsyncModelAverage(const InitParams& params) {
   warmup_steps_ = parse_int_option(params, "warmup_steps", 0, "optimizer steps of synchronous gradient allreduce first");
 }
 
+void AsyncModelAverage::set_own_communicator(std::shared_ptr<collectives::Communicator> comm) {
+  rounds_.reset();  // joins a thread over an earlier communicator
+  if (comm) rounds_ = std::make_unique<AsyncRounds>(std::move(comm));
+}
+
 void AsyncModelAverage::on_setup(const std::vector<Tensor>& /*params*/) {
-  TANDEM_CHECK(own_ == nullptr || !in_flight_, ValueError, "bagua async: a round is still in flight at setup");
-  rounds_ = applied_ = 0;
+  TANDEM_CHECK(rounds_ == nullptr || !rounds_->in_flight(), ValueError,
+               "bagua async: a round is still in flight at setup");
+  rounds_started_ = rounds_applied_ = 0;
   last_start_ = std::chrono::steady_clock::time_point{};
 }
 
 void AsyncModelAverage::start_round(const std::vector<Tensor>& params) {
-  snapshot_ = flat_weights(params);
-  average_ = Tensor::empty(snapshot_.shape(), snapshot_.dtype(), snapshot_.device());
-  in_flight_ = own_->allreduce_async(snapshot_, average_, collectives::ReduceOp::Avg);
+  Tensor flat = flat_weights(params);
+  // NCCL averages device tensors; MPI reduces on the host (it stages device tensors there
+  // anyway), so the round's tensors are host ones the thread can use without touching a
+  // device: pinned, so the copy below is one DMA, finished when copy_ returns.
+  if (rounds_->communicator().backend_name() == "nccl" || flat.device().is_cpu()) {
+    snapshot_ = flat;
+    average_ = Tensor::empty(flat.shape(), flat.dtype(), flat.device());
+  } else {
+    snapshot_ = Tensor::empty_pinned(flat.shape(), flat.dtype());
+    snapshot_.copy_(flat);
+    average_ = Tensor::empty_pinned(flat.shape(), flat.dtype());
+  }
+  rounds_->start(snapshot_, average_);
   last_start_ = std::chrono::steady_clock::now();
-  rounds_ += 1;
+  rounds_started_ += 1;
 }
 
 void AsyncModelAverage::apply_round(const std::vector<Tensor>& params) {
-  in_flight_->wait();
-  in_flight_.reset();
   // The progress made since the snapshot stays: w <- w + (average - snapshot).
-  write_weights(params, add(flat_weights(params), sub(average_, snapshot_)));
-  applied_ += 1;
+  Tensor delta = sub(average_, snapshot_);
+  if (delta.device() != params.front().device()) delta = delta.to(params.front().device());
+  write_weights(params, add(flat_weights(params), delta));
+  snapshot_ = average_ = Tensor();
+  rounds_applied_ += 1;
 }
 
 void AsyncModelAverage::after_optimizer_step(collectives::Communicator& /*comm*/, const std::vector<Tensor>& params,
                                              int64_t step) {
   if (step <= warmup_steps_ || params.empty()) return;
-  TANDEM_CHECK(own_ != nullptr, ValueError, "bagua async: no communicator of its own was set up");
+  TANDEM_CHECK(rounds_ != nullptr, ValueError, "bagua async: no communicator of its own was set up");
   NoGradGuard no_grad;
-  if (in_flight_ && in_flight_->is_completed()) apply_round(params);
+  if (rounds_->in_flight() && rounds_->poll()) apply_round(params);  // CommError when the round failed
   const auto since = std::chrono::steady_clock::now() - last_start_;
-  if (!in_flight_ && since >= std::chrono::milliseconds(interval_ms_)) start_round(params);
+  if (!rounds_->in_flight() && since >= std::chrono::milliseconds(interval_ms_)) start_round(params);
 }
 
 void AsyncModelAverage::finish_training(collectives::Communicator& comm, const std::vector<Tensor>& params) {
-  if (params.empty() || own_ == nullptr) return;
+  if (params.empty() || rounds_ == nullptr) return;
   NoGradGuard no_grad;
-  // Every rank must take part in the same number of rounds on the own communicator. Agree on it
-  // before waiting for a round in flight: that round completes only once every rank started it.
-  Tensor most = Tensor::scalar(double(rounds_), DType::Int64);
-  comm.allreduce(most, collectives::ReduceOp::Max);
-  if (in_flight_) apply_round(params);
-  while (rounds_ < int64_t(most.item())) {
-    start_round(params);
-    apply_round(params);
+  try {
+    // Every rank must take part in the same number of rounds on the own communicator. Agree on
+    // it before waiting for a round in flight: that round completes only once every rank
+    // started it (with the thread, this allreduce runs beside the thread's).
+    Tensor most = Tensor::scalar(double(rounds_started_), DType::Int64);
+    comm.allreduce(most, collectives::ReduceOp::Max);
+    if (rounds_->in_flight()) {
+      rounds_->wait();
+      apply_round(params);
+    }
+    while (rounds_started_ < int64_t(most.item())) {
+      start_round(params);
+      rounds_->wait();
+      apply_round(params);
+    }
+    rounds_->stop();
+  } catch (...) {
+    rounds_->stop();
+    throw;
   }
   Tensor flat = flat_weights(params);
   comm.allreduce(flat, collectives::ReduceOp::Avg);
   write_weights(params, flat);
 }
 
+void AsyncModelAverage::abandon_training() {
+  if (rounds_) rounds_->stop();
+}
+
 std::string AsyncModelAverage::describe() const {
-  return "async: weights averaged without blocking training every " + std::to_string(interval_ms_) + " ms after " +
-         std::to_string(warmup_steps_) + " warm-up step(s) of gradient allreduce; " + std::to_string(rounds_) +
-         " round(s) started, " + std::to_string(applied_) + " applied";
+  std::string how = "by rounds on a background thread";
+  if (rounds_ && !rounds_->threaded()) {
+    const std::string backend = rounds_->communicator().backend_name();
+    const std::string why = backend == "mpi"
+                                ? "MPI runs below MPI_THREAD_MULTIPLE, the level the program that initialized it chose"
+                                : "the " + backend + " communicator is not called from a second thread";
+    how = "by rounds the training thread polls between steps (no background thread: " + why + ")";
+  }
+  return "async: weights averaged without blocking training every " + std::to_string(interval_ms_) + " ms " + how +
+         ", after " + std::to_string(warmup_steps_) + " warm-up step(s) of gradient allreduce; " +
+         std::to_string(rounds_started_) + " round(s) started, " + std::to_string(rounds_applied_) + " applied";
 }
 
 }  // namespace tandem::bagua

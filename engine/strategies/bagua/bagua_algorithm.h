@@ -9,9 +9,11 @@
 //              (gradient_allreduce, bytegrad); otherwise gradients stay local
 //   weights    after_optimizer_step(): what happens to the weights after each step
 //              (decentralized averages them with peers; low_precision_decentralized with its
-//              ring neighbours through compressed differences; async starts and applies
-//              non-blocking averages on a communicator of its own)
-//   the end    finish_training(): after the last step of a fit (async: replicas made equal)
+//              ring neighbours through compressed differences; async hands snapshots to
+//              a background thread that averages them on a communicator of its own, and
+//              applies the averages)
+//   the end    finish_training(): after the last step of a fit (async: replicas made equal);
+//              abandon_training() instead when the fit failed
 // Options arrive as strings (InitParams); each algorithm declares the ones it takes in its
 // registry entry, so an option another algorithm takes is refused with the list of its own.
 #pragma once
@@ -53,6 +55,9 @@ class BaguaAlgorithm {
                                     int64_t /*step*/) {}
   // After the last optimizer step of a run that took steps; collective over `comm`.
   virtual void finish_training(collectives::Communicator& /*comm*/, const std::vector<Tensor>& /*params*/) {}
+  // Instead of finish_training when the fit failed (an exception on this rank): ends the
+  // algorithm's background work without any collective, since the other ranks may be anywhere.
+  virtual void abandon_training() {}
   // What goes on the wire, for the end-of-fit summary.
   virtual std::string describe() const = 0;
 };

@@ -1,5 +1,7 @@
 #include "engine/strategies/bagua/bagua_strategy.h"
 
+#include <exception>
+
 #include "engine/core/error.h"
 
 namespace tandem {
@@ -58,7 +60,13 @@ void BaguaStrategy::setup_module(trainer::LightningModule& module) {
 }
 
 void BaguaStrategy::teardown() {
-  if (steps_ > 0) algorithm_->finish_training(*comm_, trainable_);
+  // Inside the Trainer's exception handler (a failed fit) the other ranks may be anywhere: a
+  // collective here could pair with one of their unrelated operations, so none is started.
+  if (steps_ > 0 && std::current_exception()) {
+    algorithm_->abandon_training();
+  } else if (steps_ > 0) {
+    algorithm_->finish_training(*comm_, trainable_);
+  }
   steps_ = 0;
   DDPStrategy::teardown();
 }

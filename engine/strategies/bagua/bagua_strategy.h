@@ -23,7 +23,8 @@ class BaguaStrategy : public DDPStrategy {
   // ddp's environment, plus a communicator of the algorithm's own when it asks for one.
   void setup_environment(const StrategyEnvironment& env) override;
   void setup_module(trainer::LightningModule& module) override;
-  // After a fit that took steps: the algorithm's finish_training (async: replicas made equal).
+  // After a fit that took steps: the algorithm's finish_training (async: replicas made equal);
+  // called while an exception is handled (a failed fit), its abandon_training instead.
   void teardown() override;
   void backward(const Tensor& loss, double factor, bool will_step) override;
   void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) override;
