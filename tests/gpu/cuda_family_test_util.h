@@ -17,6 +17,12 @@
 
 namespace tandem::testing {
 
+// The side of the float32 GEMMs a test queues to keep a stream busy, so that what it queues next
+// runs long after the host moved on. The emulator runs queued work at once, on the calling thread
+// (kernels/cuda/emulation/emulated_runtime.cpp), so there nothing can wait behind it and small
+// GEMMs do: 4096^3 ones cost minutes on the CPU, most of all in the sanitized build.
+constexpr int64_t long_work_size(int64_t on_a_gpu) { return TANDEM_CUDA_EMULATION ? 256 : on_a_gpu; }
+
 inline const Device kGpu = Device::cuda(0);
 inline Backend& gpu_backend() { return backend_for(kGpu); }
 inline Backend& cpu_backend() { return backend_for(Device::cpu()); }

@@ -37,8 +37,8 @@ TEST(CudaPinned, TensorsArePageLockedWithADevice) {
 
 TEST(CudaPinned, HostToDeviceCopyThenFreeingTheSourceAtOnceKeepsItsValues) {
   SKIP_WITHOUT_GPU();
-  const int64_t size = 4096;
-  Tensor a = Tensor::full({size, size}, 1.0 / 4096, DType::Float32, kGpu);
+  const int64_t size = long_work_size(4096);
+  Tensor a = Tensor::full({size, size}, 1.0 / double(size), DType::Float32, kGpu);
   Tensor c = Tensor::empty({size, size}, DType::Float32, kGpu);
   const int64_t n = 2'000'003;
   std::vector<Tensor> on_device;
@@ -76,19 +76,19 @@ TEST(CudaPinned, CopiesFromAViewInsideThePinnedBlock) {
 
 TEST(CudaPinned, DeviceToHostIntoPinnedAfterQueuedWork) {
   SKIP_WITHOUT_GPU();
-  const int64_t size = 2048;
-  Tensor a = Tensor::full({size, size}, 1.0 / 2048, DType::Float32, kGpu);
+  const int64_t size = long_work_size(2048);
+  Tensor a = Tensor::full({size, size}, 1.0 / double(size), DType::Float32, kGpu);
   Tensor c = Tensor::empty({size, size}, DType::Float32, kGpu);
-  queue_long_work(a, c, size, 4);  // c = a @ a: every element 1/2048, written behind the queue
+  queue_long_work(a, c, size, 4);  // c = a @ a: every element 1/size, written behind the queue
   Tensor host = Tensor::empty_pinned({size, size}, DType::Float32);
   ASSERT_TRUE(host.is_pinned());
   host.copy_(c);  // returns once the bytes are there
   const float* p = host.data_ptr<float>();
-  for (int64_t i = 0; i < size * size; i += 4093) ASSERT_EQ(p[i], float(1.0 / 2048)) << i;
+  for (int64_t i = 0; i < size * size; i += 4093) ASSERT_EQ(p[i], float(1.0 / double(size))) << i;
   // And back: pinned to a device tensor of another shape-compatible layout goes through to().
   Tensor again = host.to(kGpu);
   host = Tensor();
-  EXPECT_EQ(again.to(Device::cpu()).to_vector<float>()[size_t(size * size - 1)], float(1.0 / 2048));
+  EXPECT_EQ(again.to(Device::cpu()).to_vector<float>()[size_t(size * size - 1)], float(1.0 / double(size)));
 }
 
 }  // namespace

@@ -23,10 +23,10 @@ void queue_long_work(Tensor& a, Tensor& c, int64_t size, int rounds) {
 
 TEST(CudaReview, KernelLaunchAfterAPendingPinnedCopySucceeds) {
   SKIP_WITHOUT_GPU();
-  const int64_t size = 4096;
-  Tensor a = Tensor::full({size, size}, 1.0 / 4096, DType::Float32, kGpu);
+  const int64_t size = long_work_size(4096);
+  Tensor a = Tensor::full({size, size}, 1.0 / double(size), DType::Float32, kGpu);
   Tensor c = Tensor::empty({size, size}, DType::Float32, kGpu);
-  queue_long_work(a, c, size, 8);  // tens of milliseconds of queued work
+  queue_long_work(a, c, size, 8);  // tens of milliseconds of queued work on a GPU
   const int64_t n = 1 << 20;
   std::vector<float> host(size_t(n), 2.0f);
   // The first copy's staging buffer waits behind the GEMMs; the second copy's pinned_alloc polls
@@ -42,9 +42,9 @@ TEST(CudaReview, KernelLaunchAfterAPendingPinnedCopySucceeds) {
     ASSERT_EQ(f[size_t(i)], 3.0f) << i;
     ASSERT_EQ(s[size_t(i)], 2.0f) << i;
   }
-  // Every element of c is a sum of 4096 products (1/4096)^2 * ... = 1/4096 exactly.
+  // Every element of c is a sum of `size` products (1/size)^2 = 1/size exactly (a power of two).
   const std::vector<float> cv = c.to(Device::cpu()).to_vector<float>();
-  EXPECT_EQ(cv[0], float(1.0 / 4096));
+  EXPECT_EQ(cv[0], float(1.0 / double(size)));
 }
 
 TEST(CudaReview, Conv2dOfAnEmptySpatialInputIsTheBias) {

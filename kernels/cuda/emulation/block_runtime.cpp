@@ -266,17 +266,19 @@ TANDEM_EMU_UNTRACKED uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t
   const size_t wi = size_t(me.warp);
   Warp& w = r.warps[wi];
   const unsigned bit = 1u << me.lane;
-  const std::string who = std::string(op_name(op)) + " in warp " + std::to_string(wi) + ", lane " +
-                          std::to_string(me.lane) + ": ";
-  if (width < 1 || width > 32 || (width & (width - 1))) r.fail(who + "width " + std::to_string(width) + " is not a power of two in 1..32");
-  if (!(mask & bit)) r.fail(who + "the mask " + hex(mask) + " does not include the calling lane");
-  if (mask & ~w.present) r.fail(who + "the mask " + hex(mask) + " names lanes the block does not have: " + hex(mask & ~w.present));
-  if (mask & w.exited) r.fail(who + "the mask " + hex(mask) + " names lanes that have exited: " + hex(mask & w.exited));
+  // Built only when a check fails: every shuffle of every lane comes through here.
+  const auto who = [&] {
+    return std::string(op_name(op)) + " in warp " + std::to_string(wi) + ", lane " + std::to_string(me.lane) + ": ";
+  };
+  if (width < 1 || width > 32 || (width & (width - 1))) r.fail(who() + "width " + std::to_string(width) + " is not a power of two in 1..32");
+  if (!(mask & bit)) r.fail(who() + "the mask " + hex(mask) + " does not include the calling lane");
+  if (mask & ~w.present) r.fail(who() + "the mask " + hex(mask) + " names lanes the block does not have: " + hex(mask & ~w.present));
+  if (mask & w.exited) r.fail(who() + "the mask " + hex(mask) + " names lanes that have exited: " + hex(mask & w.exited));
   if (w.arrived == 0) {
     w.mask = mask;
     w.op = op;
   } else if (w.mask != mask || w.op != op) {
-    r.fail(who + "lanes " + hex(w.arrived) + " wait in " + op_name(w.op) + " with mask " + hex(w.mask) +
+    r.fail(who() + "lanes " + hex(w.arrived) + " wait in " + op_name(w.op) + " with mask " + hex(w.mask) +
            " while this lane calls it with mask " + hex(mask));
   }
   me.value = value;
