@@ -9,6 +9,8 @@
 
 #include <cstddef>
 
+#include "lsan_openmpi_suppressions.h"
+
 #define TANDEM_SANITIZER_HOOK extern "C" __attribute__((visibility("default"), used))
 
 namespace {
@@ -56,17 +58,5 @@ TANDEM_SANITIZER_HOOK const char* __ubsan_default_options() { return "print_stac
 // print_suppressions=0: the suppressed Open MPI allocations (about 3400 per rank) are not news.
 TANDEM_SANITIZER_HOOK const char* __lsan_default_options() { return "print_suppressions=0"; }
 
-// Only third-party memory that is never freed by design; a leak of ours is never suppressed.
-TANDEM_SANITIZER_HOOK const char* __lsan_default_suppressions() {
-  return
-      // Open MPI 4.1 (Debian's libopenmpi3) keeps what MPI_Init allocates (component lists, the
-      // op tables, hwloc's topology, PMIx and libevent state) past MPI_Finalize: a program that
-      // only calls MPI_Init, one MPI_Allreduce and MPI_Finalize reports ~120 KB in ~3350
-      // allocations per rank, every stack inside these libraries.
-      "leak:libmpi.so\n"
-      "leak:libopen-pal.so\n"
-      "leak:libopen-rte.so\n"
-      "leak:libpmix.so\n"
-      "leak:libhwloc.so\n"
-      "leak:libevent\n";
-}
+// Only third-party memory that is never freed by design (sanitizers/lsan_openmpi.supp).
+TANDEM_SANITIZER_HOOK const char* __lsan_default_suppressions() { return kLsanOpenMpiSuppressions; }

@@ -4,7 +4,7 @@
 # the package refuses a version it does not provide and that nothing it exports points back into
 # the source or build tree.
 # The C host (consumer_c, tests/capi/test_capi.c against tandem::c) runs under mpirun -np 2.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...] -P run_consumer.cmake
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...] [-DSANITIZE=...] -P run_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer.cmake needs -D${var}=...")
@@ -63,8 +63,16 @@ if(NOT MPIEXEC)
   message(STATUS "no MPI in this build: the C consumer (it needs MPI) was not run")
   return()
 endif()
+# A host program of a sanitized package carries none of the build's sanitizer defaults
+# (sanitizers/sanitizer_defaults.cpp): it names Open MPI's leak suppressions itself, with the
+# unwinder that lets them match (the same settings, from the environment).
+set(sanitizer_env)
+if(SANITIZE MATCHES "address")
+  list(APPEND sanitizer_env ASAN_OPTIONS=fast_unwind_on_malloc=0
+       LSAN_OPTIONS=suppressions=${SOURCE_DIR}/sanitizers/lsan_openmpi.supp:print_suppressions=0)
+endif()
 run("running the C consumer" ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1
-    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${MPIEXEC} -np 2 --oversubscribe ${WORK_DIR}/build/consumer_c)
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ${sanitizer_env} ${MPIEXEC} -np 2 --oversubscribe ${WORK_DIR}/build/consumer_c)
 if(NOT last_output MATCHES "capi: passed")
   message(FATAL_ERROR "the C consumer ran but did not pass:\n${last_output}")
 endif()
