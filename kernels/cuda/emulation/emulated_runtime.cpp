@@ -115,8 +115,6 @@ State& state() {
 thread_local int t_device = 0;
 thread_local cudaError_t t_last_error = cudaSuccess;
 
-cudaError_t fail(cudaError_t err) { return set_last_error(err); }
-
 bool valid_device(int device) { return device >= 0 && device < state().devices; }
 cudaError_t sticky_error(int device) {
   State& s = state();
@@ -307,7 +305,7 @@ void stream_launch(cudaStream_t stream, const char* kernel, dim3 grid, dim3 bloc
     note_queued(stream);
     err = run_or_record(stream, [=] { return run_grid(kernel, grid, block, shared_bytes, body, params.get()); });
   }
-  if (err != cudaSuccess) fail(err);
+  if (err != cudaSuccess) set_last_error(err);
 }
 
 }  // namespace tandem::emu
@@ -336,20 +334,20 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 // ---------------------------------------------------------------- devices
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = state().devices;
-  return *count == 0 ? fail(cudaErrorNoDevice) : cudaSuccess;
+  return *count == 0 ? set_last_error(cudaErrorNoDevice) : cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
   *device = t_device;
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  if (!valid_device(device)) return fail(device_error());
-  if (cudaError_t err = sticky_error(device); err != cudaSuccess) return fail(err);
+  if (!valid_device(device)) return set_last_error(device_error());
+  if (cudaError_t err = sticky_error(device); err != cudaSuccess) return set_last_error(err);
   t_device = device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (!valid_device(device)) return fail(device_error());
+  if (!valid_device(device)) return set_last_error(device_error());
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "Tandem emulated GPU %d", device);
   prop->totalGlobalMem = state().memory_per_device;
@@ -370,14 +368,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
-  if (!valid_device(device)) return fail(device_error());
-  if (len <= 0) return fail(cudaErrorInvalidValue);
+  if (!valid_device(device)) return set_last_error(device_error());
+  if (len <= 0) return set_last_error(cudaErrorInvalidValue);
   std::snprintf(bus_id, size_t(len), "0000:%02x:00.0", device + 1);
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
-  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return fail(err);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
+  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return set_last_error(err);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (const Stream* st : s.streams)
@@ -385,7 +383,7 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceReset() {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto it = s.allocations.begin(); it != s.allocations.end();) {
@@ -404,33 +402,33 @@ cudaError_t cudaDeviceReset() {
 // ---------------------------------------------------------------- memory
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = nullptr;
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
-  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return fail(err);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
+  if (cudaError_t err = sticky_error(t_device); err != cudaSuccess) return set_last_error(err);
   if (bytes == 0) return cudaSuccess;
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (bytes > s.memory_per_device - s.used[size_t(t_device)]) return fail(cudaErrorMemoryAllocation);
+    if (bytes > s.memory_per_device - s.used[size_t(t_device)]) return set_last_error(cudaErrorMemoryAllocation);
   }
   *p = allocate(bytes, t_device);
-  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  return *p ? cudaSuccess : set_last_error(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaFree(void* p) {
   const cudaError_t err = release(p, true);
-  return err == cudaSuccess ? err : fail(err);
+  return err == cudaSuccess ? err : set_last_error(err);
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   *p = allocate(bytes == 0 ? 1 : bytes, -1);
-  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  return *p ? cudaSuccess : set_last_error(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
 cudaError_t cudaFreeHost(void* p) {
   const cudaError_t err = release(p, false);
-  return err == cudaSuccess ? err : fail(err);
+  return err == cudaSuccess ? err : set_last_error(err);
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   *total = s.memory_per_device;
@@ -439,14 +437,14 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 static cudaError_t checked_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
-  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return fail(err);
+  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return set_last_error(err);
   if (bytes == 0) return cudaSuccess;
   const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind != cudaMemcpyDefault && kind != cudaMemcpyHostToHost) {
     // A device pointer must lie inside one live device allocation; a host pointer must not.
     if (dst_device != is_device_pointer(dst, bytes) || src_device != is_device_pointer(src, bytes))
-      return fail(cudaErrorInvalidValue);
+      return set_last_error(cudaErrorInvalidValue);
   }
   note_queued(stream);
   check_ordered_after_device(stream, device_of(src), "a copy reading device memory");
@@ -455,7 +453,7 @@ static cudaError_t checked_copy(void* dst, const void* src, size_t bytes, cudaMe
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   });
-  return err == cudaSuccess ? err : fail(err);
+  return err == cudaSuccess ? err : set_last_error(err);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   return checked_copy(dst, src, bytes, kind, stream);
@@ -464,21 +462,21 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   return checked_copy(dst, src, bytes, kind, nullptr);
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
-  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return fail(err);
+  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return set_last_error(err);
   if (bytes == 0) return cudaSuccess;
-  if (!is_device_pointer(p, bytes)) return fail(cudaErrorInvalidValue);
+  if (!is_device_pointer(p, bytes)) return set_last_error(cudaErrorInvalidValue);
   note_queued(stream);
   const cudaError_t err = run_or_record(stream, [=] {
     std::memset(p, value, bytes);
     return cudaSuccess;
   });
-  return err == cudaSuccess ? err : fail(err);
+  return err == cudaSuccess ? err : set_last_error(err);
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
 
 // ---------------------------------------------------------------- streams and events
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto* st = new Stream{t_device, s.generation[size_t(t_device)]};
@@ -491,7 +489,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto* st = reinterpret_cast<Stream*>(stream);
-  if (!s.streams.erase(st)) return fail(cudaErrorInvalidResourceHandle);
+  if (!s.streams.erase(st)) return set_last_error(cudaErrorInvalidResourceHandle);
   forget_capture(stream);
   s.host_seen.erase(st);
   for (Stream* other : s.streams) other->seen.erase(st);
@@ -502,8 +500,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   const cudaError_t err = check_stream(stream);
-  if (err != cudaSuccess) return fail(err);
-  if (invalidate_capture(stream)) return fail(cudaErrorStreamCaptureUnsupported);  // waiting for a capture
+  if (err != cudaSuccess) return set_last_error(err);
+  if (invalidate_capture(stream)) return set_last_error(cudaErrorStreamCaptureUnsupported);  // waiting for a capture
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (Stream* st = explicit_stream(s, stream)) s.host_seen[st] = st->work;
@@ -519,7 +517,7 @@ static Event* live_event(cudaEvent_t event) {
   return e;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  if (!valid_device(t_device)) return fail(cudaErrorNoDevice);
+  if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto* e = new Event{t_device, s.generation[size_t(t_device)], (flags & cudaEventDisableTiming) == 0};
@@ -532,15 +530,15 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto* e = reinterpret_cast<Event*>(event);
-  if (!s.events.erase(e)) return fail(cudaErrorInvalidResourceHandle);
+  if (!s.events.erase(e)) return set_last_error(cudaErrorInvalidResourceHandle);
   delete e;
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   Event* e = live_event(event);
-  if (!e) return fail(cudaErrorInvalidResourceHandle);
-  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return fail(err);
-  if (e->device != t_device) return fail(cudaErrorInvalidResourceHandle);
+  if (!e) return set_last_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t err = check_stream(stream); err != cudaSuccess) return set_last_error(err);
+  if (e->device != t_device) return set_last_error(cudaErrorInvalidResourceHandle);
   e->recorded = true;
   e->when = Clock::now();
   State& s = state();
@@ -549,10 +547,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   e->work = e->stream ? e->stream->work : 0;
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t event) { return live_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle); }
+cudaError_t cudaEventQuery(cudaEvent_t event) { return live_event(event) ? cudaSuccess : set_last_error(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Event* e = live_event(event);
-  if (!e) return fail(cudaErrorInvalidResourceHandle);
+  if (!e) return set_last_error(cudaErrorInvalidResourceHandle);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (e->stream) s.host_seen[e->stream] = std::max(s.host_seen[e->stream], e->work);
@@ -560,9 +558,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   Event* e = live_event(event);
-  if (!e) return fail(cudaErrorInvalidResourceHandle);
+  if (!e) return set_last_error(cudaErrorInvalidResourceHandle);
   const cudaError_t err = check_stream(stream, /*on_current_device=*/false);
-  if (err != cudaSuccess) return fail(err);
+  if (err != cudaSuccess) return set_last_error(err);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   Stream* st = explicit_stream(s, stream);
@@ -572,8 +570,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   Event* a = live_event(start);
   Event* b = live_event(end);
-  if (!a || !b || !a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle);
-  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
+  if (!a || !b || !a->timing || !b->timing) return set_last_error(cudaErrorInvalidResourceHandle);
+  if (!a->recorded || !b->recorded) return set_last_error(cudaErrorInvalidResourceHandle);
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;
 }
