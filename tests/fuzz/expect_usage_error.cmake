@@ -1,0 +1,20 @@
+# The replay driver (replay_main.cpp) on bad flags: each must exit 2 naming what was wrong, and
+# run no input. cmake -DPROGRAM=<fuzz_replay_x> -DINPUT=<corpus dir> -P expect_usage_error.cmake
+function(expect_usage_error expected)
+  execute_process(COMMAND ${PROGRAM} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "${PROGRAM} ${ARGN}: exit ${rc}, expected 2\n${out}\n${err}")
+  endif()
+  string(FIND "${err}" "${expected}" at)
+  if(at EQUAL -1 OR out MATCHES "replayed")
+    message(FATAL_ERROR "${PROGRAM} ${ARGN}: expected '${expected}' and no input run; got:\n${out}\n${err}")
+  endif()
+endfunction()
+
+expect_usage_error("--mutate= takes a non-negative number" --mutate=abc ${INPUT})
+expect_usage_error("--mutate= takes a non-negative number" --mutate=-3 ${INPUT})
+expect_usage_error("--max-seconds= takes a non-negative number" --max-seconds=1e999 ${INPUT})
+expect_usage_error("--seed= takes a non-negative number" --seed= ${INPUT})
+expect_usage_error("unknown option --speed=3" --speed=3 ${INPUT})
+expect_usage_error("no inputs given")
+expect_usage_error("does not exist" /nonexistent/corpus)
