@@ -1,15 +1,23 @@
-// GEMM and linear-layer throughput on the CPU backend at the MLP's shapes.
-// Run: bench/run_gemm.sh  (builds, runs this and bench/peers/gemm_torch.py, prints ratios)
-// Floor: 2*M*N*K flops per GEMM; report GFLOP/s as the median of `reps` timed runs.
+// GEMM throughput of the CPU backend (float32: the packed GEMM of kernels/cpu/gemm) at the
+// square sizes 1024..4096, the MLP step's products (forward linear with bias, the two backward
+// products of each layer), the GPT's (B*T x C x 3C and 4C, the projection back, GPT-2's 256 x 768
+// rows into 2304 / 3072 / the 50304-word head) and attention's batched T x T products.
+// Run: bench/run_gemm.sh  (runs this and bench/peers/gemm_torch.py at 1 and 2 threads, prints ratios)
+//   build/bin/bench_gemm [reps]   (threads: OMP_NUM_THREADS)
+// Each line: GFLOP/s (2*M*N*K*batch flops over the median of `reps` timed runs after a warm-up)
+// and the percentage of the FMA peak measured in this process on as many threads
+// (bench/peak_measure.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench/peak_measure.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
+#include "kernels/cpu/gemm/cpu_isa.h"
 
 using namespace tandem;
 
@@ -28,21 +36,55 @@ double median_seconds(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
+struct Shape3 {
+  const char* op;  // linear (x[M,K] w[N,K]^T + b), matmul (op(a) op(b)), bmm (batch of matmuls)
+  int64_t m, n, k;
+  bool ta = false, tb = false;
+  int64_t batch = 1;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  if (reps < 1) {
+    std::fprintf(stderr, "bench_gemm: reps must be >= 1, got %s\n", argv[1]);
+    return 2;
+  }
   manual_seed(0);
   NoGradGuard no_grad;
-  // (M, N, K): forward x[M,K] W^T -> [M,N], and the two backward products of the MLP layers.
-  const int shapes[][3] = {{256, 1024, 784}, {256, 1024, 1024}, {256, 10, 1024},
-                           {1024, 784, 256}, {1024, 1024, 256}, {1024, 1024, 1024}};
-  for (const auto& s : shapes) {
-    const int64_t M = s[0], N = s[1], K = s[2];
-    Tensor x = Tensor::randn({M, K}), w = Tensor::randn({N, K}), b = Tensor::randn({N});
-    double sec = median_seconds([&] { linear(x, w, b); }, reps);
-    std::printf("{\"bench\": \"linear\", \"impl\": \"tandem\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"gflops\": %.2f}\n",
-                (long long)M, (long long)N, (long long)K, 2.0 * M * N * K / sec / 1e9);
+  const int threads = omp_get_max_threads();
+  const double peak = bench::fma_peak_gflops(threads);
+  const std::vector<Shape3> shapes = {
+      {"matmul", 1024, 1024, 1024}, {"matmul", 2048, 2048, 2048}, {"matmul", 4096, 4096, 4096},
+      // MLP 784-1024-1024-10 at batch 256: forward, then dX = g W and dW = g^T x per layer.
+      {"linear", 256, 1024, 784}, {"linear", 256, 1024, 1024}, {"linear", 256, 10, 1024},
+      {"matmul", 256, 784, 1024}, {"matmul", 1024, 784, 256, true, false},
+      {"matmul", 256, 1024, 1024}, {"matmul", 1024, 1024, 256, true, false},
+      // GPT, B*T = 768 rows, C = 128: qkv, MLP up, MLP down; GPT-2 124M at 256 rows.
+      {"linear", 768, 384, 128}, {"linear", 768, 512, 128}, {"linear", 768, 128, 512},
+      {"linear", 256, 2304, 768}, {"linear", 256, 3072, 768}, {"linear", 256, 50304, 768},
+      // Attention scores and values: 48 heads x (64 x 64 x 64), q k^T and p v.
+      {"bmm", 64, 64, 64, false, true, 48}, {"bmm", 64, 64, 64, false, false, 48}};
+  for (const Shape3& s : shapes) {
+    double sec = 0;
+    if (std::string(s.op) == "linear") {
+      Tensor x = Tensor::randn({s.m, s.k}), w = Tensor::randn({s.n, s.k}), b = Tensor::randn({s.n});
+      sec = median_seconds([&] { linear(x, w, b); }, reps);
+    } else {
+      const int64_t bt = s.batch;
+      Tensor a = s.ta ? Tensor::randn({bt, s.k, s.m}).transpose(-1, -2) : Tensor::randn({bt, s.m, s.k});
+      Tensor b = s.tb ? Tensor::randn({bt, s.n, s.k}).transpose(-1, -2) : Tensor::randn({bt, s.k, s.n});
+      if (bt == 1) a = a.squeeze(0), b = b.squeeze(0);
+      sec = median_seconds([&] { matmul(a, b); }, reps);
+    }
+    const double gflops = 2.0 * double(s.m) * s.n * s.k * s.batch / sec / 1e9;
+    std::printf("{\"bench\": \"gemm\", \"impl\": \"tandem\", \"op\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
+                "\"ta\": %d, \"tb\": %d, \"batch\": %lld, \"threads\": %d, \"isa\": \"%s\", \"gflops\": %.2f, "
+                "\"peak_gflops\": %.1f, \"pct_peak\": %.1f}\n",
+                s.op, (long long)s.m, (long long)s.n, (long long)s.k, int(s.ta), int(s.tb), (long long)s.batch,
+                threads, cpu::isa_name(cpu::active_isa()), gflops, peak, 100.0 * gflops / peak);
+    std::fflush(stdout);
   }
   return 0;
 }

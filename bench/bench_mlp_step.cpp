@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/peak_measure.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/nn/nn.h"
 #include "engine/ops/autocast.h"
@@ -30,6 +31,22 @@
 #include "kernels/cuda/step_graph.h"
 
 using namespace tandem;
+
+namespace {
+
+// Multiply-adds per sample of one training step's products: the forward, every weight gradient,
+// and the input gradients of all layers but the first (nothing asks for the data's gradient).
+// Elementwise work, the loss and Adam are left out, so "% of peak" is the GEMM/conv share's rate.
+double step_macs_per_sample(const std::string& kind) {
+  if (kind == "cnn") {
+    const double conv1 = 32.0 * 1 * 9 * 28 * 28, conv2 = 64.0 * 32 * 9 * 14 * 14, fc1 = 3136.0 * 128, fc2 = 128.0 * 10;
+    return 2 * (conv1 + conv2 + fc1 + fc2) + (conv2 + fc1 + fc2);
+  }
+  const double l1 = 784.0 * 1024, l2 = 1024.0 * 1024, l3 = 1024.0 * 10;
+  return 2 * (l1 + l2 + l3) + (l2 + l3);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) try {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 256;
@@ -138,15 +155,20 @@ int main(int argc, char** argv) try {
     std::sort(times.begin(), times.end());
     step_s = times[times.size() / 2];
   }
+  // On the CPU: the model's FLOP rate and its share of the FMA peak measured here, on as many threads.
+  const double step_gflops = 2.0 * step_macs_per_sample(kind) * double(batch) / step_s / 1e9;
+  const double peak_gflops = device.is_cuda() ? 0.0 : bench::fma_peak_gflops(omp_get_max_threads());
   double peak_mb = 0;
   if (device.is_cuda()) {
     const DeviceStats stats = CUDAAccelerator().get_device_stats(AcceleratorDevice{"cuda", 0});
     if (stats.count("peak_allocated_bytes")) peak_mb = stats.at("peak_allocated_bytes") / 1e6;
   }
   std::printf("{\"bench\": \"%s_step\", \"impl\": \"tandem\", \"mode\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
-              "\"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f, \"peak_device_mb\": %.1f}\n",
+              "\"batch\": %lld, \"step_ms\": %.3f, \"samples_per_s\": %.0f, \"peak_device_mb\": %.1f, "
+              "\"gflops\": %.1f, \"peak_gflops\": %.1f, \"pct_peak\": %.1f}\n",
               kind.c_str(), mode.c_str(), device_name.c_str(), precision.c_str(), (long long)batch, step_s * 1e3,
-              double(batch) / step_s, peak_mb);
+              double(batch) / step_s, peak_mb, step_gflops, peak_gflops,
+              peak_gflops > 0 ? 100.0 * step_gflops / peak_gflops : 0.0);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_mlp_step: %s\n", e.what());

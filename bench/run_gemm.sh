@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# GEMM (linear layer) throughput: Tandem's CPU backend vs PyTorch on this machine, one run,
-# same thread count. Prints a markdown table with the ratio Tandem / PyTorch.
-#   bench/run_gemm.sh [reps]     (THREADS=2 by default)
+# GEMM throughput: Tandem's CPU backend vs PyTorch's matmul/linear on this machine, one run, same
+# thread count, for 1 and 2 threads (THREADS="1 2"). Prints a markdown table with the ratio
+# Tandem / PyTorch and Tandem's % of the FMA peak measured in the same process (bench/peak_measure.h).
+#   bench/run_gemm.sh [reps]     (reps: timed runs per shape, median reported; default 5)
+# TANDEM_BUILD_DIR (default build) names the build to use; only the benchmark targets are built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --bench
-scripts/build.sh >/dev/null
-THREADS=${THREADS:-2}
-REPS=${1:-20}
-export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
-tandem_out=$(build/bin/bench_gemm "$REPS")
-torch_out=$(/usr/bin/python3 -c "import torch; torch.set_num_threads($THREADS); import runpy, sys; sys.argv=['gemm_torch.py', '$REPS']; runpy.run_path('bench/peers/gemm_torch.py', run_name='__main__')")
-/usr/bin/python3 - "$tandem_out" "$torch_out" <<'PY'
+BUILD_DIR=${TANDEM_BUILD_DIR:-build}
+if [ -z "${TANDEM_SKIP_BUILD:-}" ]; then
+  scripts/install-deps.sh --bench
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD_DIR" --target bench_gemm >/dev/null
+fi
+REPS=${1:-5}
+echo "load: $(uptime)"
+echo "| threads | op | M x N x K | ta tb | batch | Tandem GFLOP/s | % of peak | PyTorch GFLOP/s | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for threads in ${THREADS:-1 2}; do
+  export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+  tandem_out=$("$BUILD_DIR"/bin/bench_gemm "$REPS")
+  torch_out=$(/usr/bin/python3 -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['gemm_torch.py', '$REPS']; runpy.run_path('bench/peers/gemm_torch.py', run_name='__main__')")
+  /usr/bin/python3 - "$tandem_out" "$torch_out" <<'PY'
 import json, sys
 t = [json.loads(l) for l in sys.argv[1].splitlines()]
 p = [json.loads(l) for l in sys.argv[2].splitlines()]
-print("| M x N x K | Tandem GFLOP/s | PyTorch GFLOP/s | ratio |")
-print("|---|---|---|---|")
 for a, b in zip(t, p):
-    print(f"| {a['M']} x {a['N']} x {a['K']} | {a['gflops']:.1f} | {b['gflops']:.1f} | {a['gflops']/b['gflops']:.2f} |")
+    assert (a["op"], a["M"], a["N"], a["K"], a["batch"]) == (b["op"], b["M"], b["N"], b["K"], b["batch"])
+    print(f"| {a['threads']} | {a['op']} | {a['M']} x {a['N']} x {a['K']} | {a['ta']} {a['tb']} | {a['batch']} | "
+          f"{a['gflops']:.1f} | {a['pct_peak']:.0f}% of {a['peak_gflops']:.0f} | {b['gflops']:.1f} | {a['gflops']/b['gflops']:.2f} |")
 PY
+done
+echo "load: $(uptime)"

@@ -19,28 +19,9 @@ include(CMakePackageConfigHelpers)
 set(TANDEM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tandem)
 target_include_directories(tandem_base PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tandem>)
 
-# In the build tree the CPU kernels and their users compile with -march=native. A consumer of
-# the installed library must compile for the instruction set the library was built for (Eigen's
-# alignment of vectorized types must agree on both sides), not for whatever machine builds the
-# consumer, so the package exports the CPU that "native" resolved to here, as GCC reports it
-# (-Q --help=target). Other compilers do not say (Clang's driver passes "native" on as a generic
-# CPU plus a feature list): their packages leave the consumers' -march alone, with a warning.
-if(TANDEM_NATIVE_ARCH)
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -march=native -Q --help=target
-                  OUTPUT_VARIABLE _tandem_gcc ERROR_QUIET RESULT_VARIABLE _tandem_gcc_rc)
-  if(_tandem_gcc_rc EQUAL 0 AND _tandem_gcc MATCHES "\n[ \t]*-march=[ \t]*([A-Za-z0-9_.-]+)")
-    set(TANDEM_EXPORTED_MARCH ${CMAKE_MATCH_1})
-  endif()
-  if(TANDEM_EXPORTED_MARCH)
-    target_compile_options(tandem_base INTERFACE
-                           $<INSTALL_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-march=${TANDEM_EXPORTED_MARCH}>>)
-    message(STATUS "Tandem: the installed package compiles consumers with -march=${TANDEM_EXPORTED_MARCH}")
-  else()
-    message(WARNING "Tandem: ${CMAKE_CXX_COMPILER} does not say which CPU -march=native means, so the installed "
-                    "package leaves its consumers' -march alone; configure with -DTANDEM_NATIVE_ARCH=OFF for a "
-                    "library that runs on any x86-64 machine")
-  endif()
-endif()
+# The package carries no -march: consumers compile for whatever CPU they choose. No Eigen type
+# crosses the library's headers, and the library's fast paths (the float32 GEMM) pick their
+# instruction set at run time, so nothing has to agree with the CPU the library was built for.
 
 # tandem::tandem (the engine) and its layers, tandem::cli (the command line as a library) and
 # tandem::c (the C interface, capi/tandem.h, for C and Fortran hosts).

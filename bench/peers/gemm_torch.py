@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch twin of bench/bench_gemm.cpp: torch.nn.functional.linear at the same shapes.
+"""PyTorch twin of bench/bench_gemm.cpp: the same shapes and ops (F.linear with bias, matmul of
+transposed views, batched matmul), float32, on torch.get_num_threads() threads.
 
 Run through bench/run_gemm.sh (same machine, same thread count, one run)."""
 import json
@@ -7,6 +8,17 @@ import sys
 import time
 
 import torch
+
+SHAPES = [  # op, M, N, K, ta, tb, batch: as bench_gemm.cpp
+    ("matmul", 1024, 1024, 1024, 0, 0, 1), ("matmul", 2048, 2048, 2048, 0, 0, 1),
+    ("matmul", 4096, 4096, 4096, 0, 0, 1),
+    ("linear", 256, 1024, 784, 0, 0, 1), ("linear", 256, 1024, 1024, 0, 0, 1), ("linear", 256, 10, 1024, 0, 0, 1),
+    ("matmul", 256, 784, 1024, 0, 0, 1), ("matmul", 1024, 784, 256, 1, 0, 1),
+    ("matmul", 256, 1024, 1024, 0, 0, 1), ("matmul", 1024, 1024, 256, 1, 0, 1),
+    ("linear", 768, 384, 128, 0, 0, 1), ("linear", 768, 512, 128, 0, 0, 1), ("linear", 768, 128, 512, 0, 0, 1),
+    ("linear", 256, 2304, 768, 0, 0, 1), ("linear", 256, 3072, 768, 0, 0, 1), ("linear", 256, 50304, 768, 0, 0, 1),
+    ("bmm", 64, 64, 64, 0, 1, 48), ("bmm", 64, 64, 64, 0, 0, 48),
+]
 
 
 def median_seconds(fn, reps):
@@ -21,16 +33,23 @@ def median_seconds(fn, reps):
 
 
 def main():
-    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     torch.manual_seed(0)
-    shapes = [(256, 1024, 784), (256, 1024, 1024), (256, 10, 1024),
-              (1024, 784, 256), (1024, 1024, 256), (1024, 1024, 1024)]
     with torch.no_grad():
-        for m, n, k in shapes:
-            x, w, b = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
-            sec = median_seconds(lambda: torch.nn.functional.linear(x, w, b), reps)
-            print(json.dumps({"bench": "linear", "impl": "torch", "M": m, "N": n, "K": k,
-                              "gflops": round(2.0 * m * n * k / sec / 1e9, 2)}))
+        for op, m, n, k, ta, tb, batch in SHAPES:
+            if op == "linear":
+                x, w, b = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
+                fn = lambda: torch.nn.functional.linear(x, w, b)
+            else:
+                a = torch.randn(batch, k, m).transpose(-1, -2) if ta else torch.randn(batch, m, k)
+                bb = torch.randn(batch, n, k).transpose(-1, -2) if tb else torch.randn(batch, k, n)
+                if batch == 1:
+                    a, bb = a.squeeze(0), bb.squeeze(0)
+                fn = lambda: torch.matmul(a, bb)
+            sec = median_seconds(fn, reps)
+            print(json.dumps({"bench": "gemm", "impl": "torch", "op": op, "M": m, "N": n, "K": k, "ta": ta,
+                              "tb": tb, "batch": batch, "threads": torch.get_num_threads(),
+                              "gflops": round(2.0 * m * n * k * batch / sec / 1e9, 2)}), flush=True)
 
 
 if __name__ == "__main__":

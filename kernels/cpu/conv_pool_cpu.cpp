@@ -1,4 +1,5 @@
-// conv2d (NCHW, groups = 1) as im2col + GEMM per image, and 2-D max/avg pooling.
+// conv2d (NCHW, groups = 1) as im2col + GEMM per image (float32: the packed GEMM of
+// kernels/cpu/gemm on one thread per image; float64: Eigen), and 2-D max/avg pooling.
 // x [N,C,H,W], w [OC,C,KH,KW], y [N,OC,OH,OW], OH = (H + 2ph - dh(KH-1) - 1)/sh + 1.
 // Images are spread over threads, each with its own column buffer; weight gradients are summed
 // per thread and then across threads in thread order (deterministic for a fixed thread count).
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/sgemm_packed.h"
 
 namespace tandem {
 
@@ -72,6 +74,22 @@ using MapC = Eigen::Map<const RowMat<T>>;
 template <typename T>
 using MapM = Eigen::Map<RowMat<T>>;
 
+// C[m,n] = op(A) op(B) + beta C on the calling thread, all operands contiguous row-major
+// (A [m,k] or [k,m] when ta, B [k,n] or [n,k] when tb); beta is 0 or 1.
+void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
+                 float* c) {
+  cpu::sgemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, beta, c, n, nullptr, 1);
+}
+void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b, double beta,
+                 double* c) {
+  MapC<double> A(a, ta ? k : m, ta ? m : k), B(b, tb ? n : k, tb ? k : n);
+  MapM<double> C(c, m, n);
+  if (beta == 0.0) C.setZero();
+  if (ta) C.noalias() += A.transpose() * B;
+  else if (tb) C.noalias() += A * B.transpose();
+  else C.noalias() += A * B;
+}
+
 }  // namespace
 
 void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p,
@@ -81,7 +99,8 @@ void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorVi
     const T* xp = x.ptr<T>();
     const T* bp = bias ? bias->ptr<T>() : nullptr;
     T* yp = y.ptr<T>();
-    MapC<T> W(w.ptr<T>(), g.OC, g.ck());
+    const T* wp = w.ptr<T>();
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in the region
 #pragma omp parallel if (g.N > 1)
     {
       std::vector<T> col(static_cast<size_t>(g.ck() * g.ohw()));
@@ -89,7 +108,7 @@ void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorVi
       for (int64_t n = 0; n < g.N; ++n) {
         im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
         MapM<T> Y(yp + n * g.OC * g.ohw(), g.OC, g.ohw());
-        Y.noalias() = W * MapC<T>(col.data(), g.ck(), g.ohw());
+        gemm_serial(false, false, g.OC, g.ohw(), g.ck(), wp, col.data(), T(0), Y.data());
         if (bp)
           for (int64_t o = 0; o < g.OC; ++o) Y.row(o).array() += bp[o];
       }
@@ -104,8 +123,9 @@ void CpuBackend::conv2d_backward(const TensorView& x, const TensorView& w, const
     const ConvGeom g = geometry(x, w, gy);
     const T* xp = x.ptr<T>();
     const T* gyp = gy.ptr<T>();
-    MapC<T> W(w.ptr<T>(), g.OC, g.ck());
+    const T* wp = w.ptr<T>();
     const int threads = g.N > 1 ? omp_get_max_threads() : 1;
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in the region
     std::vector<RowMat<T>> gw_part(static_cast<size_t>(threads));
     std::vector<std::vector<double>> gb_part(static_cast<size_t>(threads));
 #pragma omp parallel num_threads(threads)
@@ -119,13 +139,12 @@ void CpuBackend::conv2d_backward(const TensorView& x, const TensorView& w, const
         MapC<T> GY(gyp + n * g.OC * g.ohw(), g.OC, g.ohw());
         if (gw) {
           im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
-          gw_part[size_t(t)].noalias() += GY * MapC<T>(col.data(), g.ck(), g.ohw()).transpose();
+          gemm_serial(false, true, g.OC, g.ck(), g.ohw(), GY.data(), col.data(), T(1), gw_part[size_t(t)].data());
         }
         if (gb)
           for (int64_t o = 0; o < g.OC; ++o) gb_part[size_t(t)][size_t(o)] += double(GY.row(o).sum());
         if (gx) {
-          MapM<T> COL(col.data(), g.ck(), g.ohw());
-          COL.noalias() = W.transpose() * GY;
+          gemm_serial(true, false, g.ck(), g.ohw(), g.OC, wp, GY.data(), T(0), col.data());
           col2im(col.data(), g, p, gx->ptr<T>() + n * g.C * g.H * g.W);
         }
       }

@@ -1,8 +1,8 @@
-// The CPU reference backend (Eigen for GEMM and vectorized math, OpenMP across the machine's
-// cores). Every kernel of Backend is implemented here; the files in kernels/cpu split them by
-// family: memory_cpu.cpp, elementwise_cpu.cpp, reduce_cpu.cpp, gemm_cpu.cpp, conv_pool_cpu.cpp,
-// norm_cpu.cpp, misc_cpu.cpp (random, dropout, embedding, losses), optim_cpu.cpp, compress_cpu.cpp
-// (8-bit min/max block compression).
+// The CPU reference backend (the packed float32 GEMM of kernels/cpu/gemm, Eigen for float64 GEMM
+// and vectorized math, OpenMP across the machine's cores). Every kernel of Backend is implemented
+// here; the files in kernels/cpu split them by family: memory_cpu.cpp, elementwise_cpu.cpp,
+// reduce_cpu.cpp, gemm_cpu.cpp, conv_pool_cpu.cpp, norm_cpu.cpp, misc_cpu.cpp (random, dropout,
+// embedding, losses), optim_cpu.cpp, compress_cpu.cpp (8-bit min/max block compression).
 #pragma once
 #include "kernels/backend.h"
 #include "kernels/cpu/dispatch_cpu.h"
@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
   void reduce(ReduceOp op, const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out) override;
   void argmax(const TensorView& x, int64_t outer, int64_t r, int64_t inner, const TensorView& out, bool is_min) override;
   void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c, int64_t stride_c, int64_t batch) override;
+  void linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias, const TensorView& y) override;
   void softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) override;
   void softmax_backward(const TensorView& y, const TensorView& gy, int64_t rows, int64_t cols, const TensorView& gx, bool log) override;
   void conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p, const TensorView& y) override;

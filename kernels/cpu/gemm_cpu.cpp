@@ -1,33 +1,34 @@
-// Row-major batched GEMM through Eigen. Eigen's GEMM is cache-blocked and vectorized for the
-// build machine (-march=native). We do not use Eigen's own OpenMP parallel GEMM: its threads
-// spin-wait on each other while packing shared blocks, which on a 2-vCPU VM made a small MLP
-// step ~25x slower than one thread. Instead each thread computes an independent band of rows
-// of C with a sequential Eigen GEMM (no synchronization until the region ends); batched small
-// products run one matrix per thread.
+// Row-major batched GEMM and the fused linear forward on the CPU. float32 runs the packed GEMM
+// (kernels/cpu/gemm/: GotoBLAS-style packing, micro-kernels for AVX-512, AVX2 + FMA and portable
+// code chosen by CPUID or TANDEM_CPU_ISA). float64 runs Eigen, the reference the tests compare
+// against. Neither uses a library's own parallel GEMM: Eigen's threads spin-wait on each other
+// while packing shared blocks, which on a 2-vCPU VM made a small MLP step ~25x slower than one
+// thread. Instead each thread computes an independent rectangle (float32) or band of rows
+// (float64) of C with no synchronization until the region ends; batched small products run one
+// matrix per thread.
 #include <Eigen/Core>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/sgemm_packed.h"
 
 namespace tandem {
 
 namespace {
 
-template <typename T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Rows [r0, r1) of C = alpha * op(A) op(B) + beta * C.
-template <typename T>
-void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-               int64_t r0, int64_t r1) {
+// Rows [r0, r1) of C = alpha * op(A) op(B) + beta * C in float64 through Eigen.
+void dgemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
+                double beta, double* c, int64_t r0, int64_t r1) {
   // A stored [m,k] (or [k,m] when ta), B stored [k,n] (or [n,k] when tb).
-  Eigen::Map<const RowMat<T>> A(a, ta ? k : m, ta ? m : k);
-  Eigen::Map<const RowMat<T>> B(b, tb ? n : k, tb ? k : n);
-  auto C = Eigen::Map<RowMat<T>>(c, m, n).middleRows(r0, r1 - r0);
+  Eigen::Map<const RowMatD> A(a, ta ? k : m, ta ? m : k);
+  Eigen::Map<const RowMatD> B(b, tb ? n : k, tb ? k : n);
+  auto C = Eigen::Map<RowMatD>(c, m, n).middleRows(r0, r1 - r0);
   auto run = [&](const auto& lhs, const auto& rhs) {
-    if (beta == T(0)) {
+    if (beta == 0.0) {
       C.noalias() = alpha * (lhs * rhs);
     } else {
-      if (beta != T(1)) C *= beta;
+      if (beta != 1.0) C *= beta;
       C.noalias() += alpha * (lhs * rhs);
     }
   };
@@ -37,14 +38,11 @@ void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   else run(A.middleRows(r0, r1 - r0), B);
 }
 
-// Below this many multiply-adds a product stays on one thread.
-constexpr int64_t kParallelGemmWork = int64_t(1) << 24;
-
-template <typename T>
-void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c) {
+void dgemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
+               double beta, double* c) {
   const int threads = omp_get_max_threads();
-  if (threads <= 1 || m * n * k < kParallelGemmWork || m < 2 * threads || omp_in_parallel()) {
-    gemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, 0, m);
+  if (threads <= 1 || m * n * k < cpu::kSgemmParallelWork || m < 2 * threads || omp_in_parallel()) {
+    dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, 0, m);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -53,8 +51,23 @@ void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const 
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t band = ((m + nt - 1) / nt + 15) / 16 * 16;
     const int64_t r0 = std::min<int64_t>(m, band * t), r1 = std::min<int64_t>(m, r0 + band);
-    if (r1 > r0) gemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, r0, r1);
+    if (r1 > r0) dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, r0, r1);
   }
+}
+
+void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a, const float* b,
+              double beta, float* c, int threads) {
+  cpu::sgemm(ta, tb, m, n, k, float(alpha), a, ta ? m : k, b, tb ? k : n, float(beta), c, n, nullptr, threads);
+}
+
+void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
+              double beta, double* c, int) {
+  if (k == 0) {  // empty sum: C = beta * C
+    Eigen::Map<RowMatD> C(c, m, n);
+    if (beta == 0) C.setZero(); else C *= beta;
+    return;
+  }
+  dgemm_one(ta, tb, m, n, k, alpha, a, b, beta, c);
 }
 
 }  // namespace
@@ -67,18 +80,27 @@ void CpuBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_
     const T* bp = static_cast<const T*>(b);
     T* cp = static_cast<T*>(c);
     if (m == 0 || n == 0) return;
-    if (k == 0) {  // empty sum: C = beta * C
-      for (int64_t i = 0; i < batch; ++i) {
-        Eigen::Map<RowMat<T>> C(cp + i * stride_c, m, n);
-        if (beta == 0) C.setZero(); else C *= T(beta);
-      }
-      return;
-    }
-    const bool small = m * n * k < kParallelGemmWork;
-#pragma omp parallel for schedule(static) if (batch > 1 && small)
+    // Small products of a batch run one per thread; large ones one after another, each threaded.
+    const bool per_thread = batch > 1 && m * n * k < cpu::kSgemmParallelWork && !omp_in_parallel();
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a region
+#pragma omp parallel for schedule(static) if (per_thread)
     for (int64_t i = 0; i < batch; ++i)
-      gemm_one<T>(trans_a, trans_b, m, n, k, T(alpha), ap + i * stride_a, bp + i * stride_b, T(beta), cp + i * stride_c);
+      gemm_one(trans_a, trans_b, m, n, k, alpha, ap + i * stride_a, bp + i * stride_b, beta, cp + i * stride_c,
+               per_thread ? 1 : omp_get_max_threads());
   });
+}
+
+// y = x w^T + bias with the bias added as each float32 tile is stored (no pass that copies the
+// bias into y first); float64 takes the default path.
+void CpuBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
+                                const TensorView& y) {
+  if (x.dtype != DType::Float32) {
+    Backend::linear_forward(x, w, bias, y);
+    return;
+  }
+  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
+  cpu::sgemm(false, true, rows, out_f, in_f, 1.0f, x.ptr<float>(), in_f, w.ptr<float>(), in_f, 0.0f, y.ptr<float>(),
+             out_f, bias ? bias->ptr<float>() : nullptr, omp_get_max_threads());
 }
 
 }  // namespace tandem

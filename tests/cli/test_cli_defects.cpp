@@ -185,3 +185,11 @@ TEST(CliDefects, PlanHelpShowsTheDefaultsFitRunsWith) {
   EXPECT_GT(compared, 20);
   EXPECT_TRUE(plan.out_has("  --trainer.max_epochs  (default: 10)")) << plan.out;
 }
+
+TEST(CliDefects, AnUnknownCpuInstructionSetIsAConfigError) {
+  TinyRun run("cpu_isa");
+  auto r = run_command("cd '" + run.dir.string() + "' && env TANDEM_CPU_ISA=sse9 OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= " +
+                       std::string(TANDEM_CLI_PATH) + " fit " + run.common + " --trainer.max_epochs=1");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.err_has("TANDEM_CPU_ISA='sse9' is not an instruction set; use avx512, avx2 or portable")) << r.err;
+}

@@ -1,0 +1,123 @@
+// The machine's measured ceilings, shared by bench/bench_peak.cpp and every CPU benchmark that
+// reports "% of measured peak": FMA throughput (a register-only loop of independent FMA chains in
+// the widest instruction set CPUID reports: AVX-512, AVX2 + FMA, else scalar) and memory
+// bandwidth (the STREAM triad a = b + s*c over arrays far larger than the caches). Each number
+// is the median of 5 timed runs on `threads` OpenMP threads (each thread runs the whole loop;
+// GFLOP/s and GB/s are totals). Header-only: only the loop functions carry target attributes.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tandem::bench {
+
+// Flops per call of the loops below: iters * chains * lanes * 2.
+constexpr int64_t kPeakIters = int64_t(1) << 24;
+constexpr int kPeakChains = 16;  // independent accumulators: covers 2 FMA pipes x latency <= 8
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline float fma_loop_avx512(float seed) {
+  __m512 acc[kPeakChains];
+  for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kPeakIters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  __m512 s = acc[0];
+  for (int i = 1; i < kPeakChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) inline float fma_loop_avx2(float seed) {
+  __m256 acc[kPeakChains];
+  for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm256_set1_ps(seed + float(i));
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kPeakIters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  __m256 s = acc[0];
+  for (int i = 1; i < kPeakChains; ++i) s = _mm256_add_ps(s, acc[i]);
+  alignas(32) float v[8];
+  _mm256_store_ps(v, s);
+  return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
+#endif
+
+inline float fma_loop_scalar(float seed) {
+  float acc[kPeakChains];
+  for (int i = 0; i < kPeakChains; ++i) acc[i] = seed + float(i);
+  for (int64_t it = 0; it < kPeakIters / 16; ++it)  // a sixteenth of the iterations: scalar is slow
+#pragma GCC unroll 16
+    for (int i = 0; i < kPeakChains; ++i) acc[i] = acc[i] * 0.999999f + 1e-7f;
+  float s = 0;
+  for (float v : acc) s += v;
+  return s;
+}
+
+struct FmaLoop {
+  const char* isa;
+  int lanes;            // floats per FMA
+  int64_t iters;        // iterations per call
+  float (*run)(float);
+};
+
+// The FMA loops this CPU can run, widest first.
+inline std::vector<FmaLoop> fma_loops() {
+  std::vector<FmaLoop> loops;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) loops.push_back({"avx512", 16, kPeakIters, fma_loop_avx512});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    loops.push_back({"avx2", 8, kPeakIters, fma_loop_avx2});
+#endif
+  loops.push_back({"scalar", 1, kPeakIters / 16, fma_loop_scalar});
+  return loops;
+}
+
+template <typename F>
+double median_of_5(F&& timed_run) {
+  std::vector<double> v;
+  for (int r = 0; r < 5; ++r) v.push_back(timed_run());
+  std::sort(v.begin(), v.end());
+  return v[2];
+}
+
+// GFLOP/s of `loop` on `threads` threads together (median of 5).
+inline double fma_gflops(const FmaLoop& loop, int threads) {
+  volatile float sink = 0;
+  return median_of_5([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    { sink = sink + loop.run(float(omp_get_thread_num())); }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return double(threads) * double(loop.iters) * kPeakChains * loop.lanes * 2.0 / s / 1e9;
+  });
+}
+
+// The machine's float32 FMA peak on `threads` threads: the widest ISA's loop.
+inline double fma_peak_gflops(int threads) { return fma_gflops(fma_loops().front(), threads); }
+
+// STREAM triad GB/s on `threads` threads (24 bytes per element: two reads, one write of doubles).
+inline double triad_gbps(int threads, int64_t n = int64_t(1) << 25) {
+  std::unique_ptr<double[]> a(new double[size_t(n)]), b(new double[size_t(n)]), c(new double[size_t(n)]);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[i] = 0.0, b[i] = 1.0, c[i] = 2.0;  // first touch by the same threads
+  const double s = 3.0;
+  return median_of_5([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return 24.0 * double(n) / sec / 1e9;
+  });
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,34 @@
+// The float32 GEMM micro-kernels, one per instruction set, and the blocking each is run with.
+// A micro-kernel computes one MR x NR tile of C from packed panels:
+//   C[i][j] = alpha * sum_p A[p*MR + i] * B[p*NR + j] + beta * C[i][j] + bias[j]
+// for i < MR, j < NR, p < kc; A and B are 64-byte aligned packed panels (sgemm_packed.cpp);
+// C has row stride ldc; beta == 0 means C is not read (NaNs in C do not leak); bias may be null.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/gemm/sgemm_pack.h"
+
+namespace tandem::cpu {
+
+using SgemmTileFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha,
+                             float beta, const float* bias);
+
+struct SgemmKernel {
+  CpuIsa isa;
+  int mr, nr;         // register tile
+  SgemmTileFn tile;
+  PackRowsFn pack_rows;  // the transposing pack (sgemm_pack.h)
+};
+
+// Defined in sgemm_kernel_<isa>.cpp; the AVX ones only exist on x86-64.
+extern const SgemmKernel kSgemmPortable;
+#if defined(__x86_64__)
+extern const SgemmKernel kSgemmAvx2;
+extern const SgemmKernel kSgemmAvx512;
+#endif
+
+// The micro-kernel of `isa` (the caller checked that the CPU supports it).
+const SgemmKernel& sgemm_kernel(CpuIsa isa);
+
+}  // namespace tandem::cpu

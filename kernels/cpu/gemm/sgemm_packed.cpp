@@ -1,0 +1,220 @@
+#include "kernels/cpu/gemm/sgemm_packed.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+namespace tandem::cpu {
+
+namespace {
+
+struct Problem {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  const float* bias;
+};
+
+int64_t round_down(int64_t x, int64_t unit) { return std::max(unit, x / unit * unit); }
+int64_t round_up(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
+
+int64_t cache_bytes(int name, int64_t fallback) {
+  const long v = sysconf(name);
+  return v > 0 ? int64_t(v) : fallback;
+}
+
+// A per-thread, 64-byte aligned scratch buffer that only grows (no allocation in steady state).
+class PackBuffer {
+ public:
+  ~PackBuffer() { std::free(data_); }
+  float* get(int64_t floats) {
+    if (floats > size_) {
+      std::free(data_);
+      const size_t bytes = size_t(round_up(floats, 16)) * sizeof(float);
+      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!data_) throw std::bad_alloc();
+      size_ = floats;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// Rows [i0, i0+mb) x depth [p0, p0+kb) of op(A) into MR-row panels: panel r holds
+// dst[r*kb*MR + p*MR + i] = op(A)(i0 + r*MR + i, p0 + p), rows past mb zero.
+void pack_a(const Problem& P, const SgemmKernel& K, int64_t i0, int64_t mb, int64_t p0, int64_t kb, float* dst) {
+  const int mr = K.mr;
+  for (int64_t ir = 0; ir < mb; ir += mr, dst += kb * mr) {
+    const int rows = int(std::min<int64_t>(mr, mb - ir));
+    if (!P.ta) {
+      K.pack_rows(P.a + (i0 + ir) * P.lda + p0, P.lda, rows, mr, kb, dst);
+    } else {
+      for (int64_t p = 0; p < kb; ++p) {
+        const float* src = P.a + (p0 + p) * P.lda + i0 + ir;
+        float* d = dst + p * mr;
+        for (int i = 0; i < rows; ++i) d[i] = src[i];
+        for (int i = rows; i < mr; ++i) d[i] = 0.0f;
+      }
+    }
+  }
+}
+
+// Depth [p0, p0+kb) x columns [j0, j0+nb) of op(B) into NR-column panels: panel r holds
+// dst[r*kb*NR + p*NR + j] = op(B)(p0 + p, j0 + r*NR + j), columns past nb zero.
+void pack_b(const Problem& P, const SgemmKernel& K, int64_t p0, int64_t kb, int64_t j0, int64_t nb, float* dst) {
+  const int nr = K.nr;
+  for (int64_t jr = 0; jr < nb; jr += nr, dst += kb * nr) {
+    const int cols = int(std::min<int64_t>(nr, nb - jr));
+    if (!P.tb) {
+      for (int64_t p = 0; p < kb; ++p) {
+        const float* src = P.b + (p0 + p) * P.ldb + j0 + jr;
+        float* d = dst + p * nr;
+        for (int j = 0; j < cols; ++j) d[j] = src[j];
+        for (int j = cols; j < nr; ++j) d[j] = 0.0f;
+      }
+    } else {
+      K.pack_rows(P.b + (j0 + jr) * P.ldb + p0, P.ldb, cols, nr, kb, dst);
+    }
+  }
+}
+
+// A partial tile: the micro-kernel writes a full MR x NR scratch tile, this merges its rows x
+// cols corner into C with alpha, beta and the bias.
+void store_partial(const float* tile, int nr, int rows, int cols, float* c, int64_t ldc, float alpha, float beta,
+                   const float* bias) {
+  for (int i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    for (int j = 0; j < cols; ++j) {
+      float v = alpha * tile[i * nr + j];
+      if (beta != 0.0f) v += beta * row[j];
+      if (bias) v += bias[j];
+      row[j] = v;
+    }
+  }
+}
+
+// C[m0:m1, n0:n1] on the calling thread: the five loops around the micro-kernel.
+void sgemm_rect(const Problem& P, const SgemmKernel& K, const SgemmBlocking& B, int64_t m0, int64_t m1, int64_t n0,
+                int64_t n1) {
+  thread_local PackBuffer a_buf, b_buf;
+  const int mr = K.mr, nr = K.nr;
+  float* ap = a_buf.get(round_up(std::min(B.mc, m1 - m0), mr) * B.kc);
+  float* bp = b_buf.get(round_up(std::min(B.nc, n1 - n0), nr) * B.kc);
+  alignas(64) float tile[32 * 32];
+  for (int64_t jc = n0; jc < n1; jc += B.nc) {
+    const int64_t nb = std::min(B.nc, n1 - jc);
+    for (int64_t pc = 0; pc < P.k; pc += B.kc) {
+      const int64_t kb = std::min(B.kc, P.k - pc);
+      const float beta = pc == 0 ? P.beta : 1.0f;
+      const bool last = pc + kb == P.k;
+      pack_b(P, K, pc, kb, jc, nb, bp);
+      for (int64_t ic = m0; ic < m1; ic += B.mc) {
+        const int64_t mb = std::min(B.mc, m1 - ic);
+        pack_a(P, K, ic, mb, pc, kb, ap);
+        for (int64_t jr = 0; jr < nb; jr += nr) {
+          const int cols = int(std::min<int64_t>(nr, nb - jr));
+          const float* bias = last && P.bias ? P.bias + jc + jr : nullptr;
+          const float* bpanel = bp + jr * kb;
+          for (int64_t ir = 0; ir < mb; ir += mr) {
+            const int rows = int(std::min<int64_t>(mr, mb - ir));
+            float* c = P.c + (ic + ir) * P.ldc + jc + jr;
+            const float* apanel = ap + ir * kb;
+            if (rows == mr && cols == nr) {
+              K.tile(kb, apanel, bpanel, c, P.ldc, P.alpha, beta, bias);
+            } else {
+              K.tile(kb, apanel, bpanel, tile, nr, 1.0f, 0.0f, nullptr);
+              store_partial(tile, nr, rows, cols, c, P.ldc, P.alpha, beta, bias);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// k == 0: C = beta * C + bias.
+void scale_c(const Problem& P) {
+  for (int64_t i = 0; i < P.m; ++i) {
+    float* row = P.c + i * P.ldc;
+    for (int64_t j = 0; j < P.n; ++j) {
+      float v = P.beta != 0.0f ? P.beta * row[j] : 0.0f;
+      row[j] = P.bias ? v + P.bias[j] : v;
+    }
+  }
+}
+
+}  // namespace
+
+const SgemmKernel& sgemm_kernel(CpuIsa isa) {
+#if defined(__x86_64__)
+  if (isa == CpuIsa::Avx512) return kSgemmAvx512;
+  if (isa == CpuIsa::Avx2) return kSgemmAvx2;
+#endif
+  return kSgemmPortable;
+}
+
+SgemmBlocking sgemm_blocking(const SgemmKernel& kernel) {
+  const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
+  const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
+  const int64_t l3 = std::min<int64_t>(cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20), 32 << 20);
+  const int64_t f = int64_t(sizeof(float));
+  SgemmBlocking b;
+  b.kc = std::clamp<int64_t>(round_down(l1 * 2 / 3 / (kernel.nr * f), 8), 64, 512);
+  b.mc = std::clamp<int64_t>(round_down(l2 / 2 / (b.kc * f), kernel.mr), kernel.mr, 4096);
+  b.nc = std::clamp<int64_t>(round_down(l3 / 2 / (b.kc * f), kernel.nr), kernel.nr, 4096);
+  return b;
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads) {
+  if (m <= 0 || n <= 0) return;
+  const Problem P{trans_a, trans_b, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, bias};
+  if (k <= 0) {
+    scale_c(P);
+    return;
+  }
+  const SgemmKernel& K = sgemm_kernel(active_isa());
+  const SgemmBlocking B = sgemm_blocking(K);
+  // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
+  const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;
+  int threads = max_threads;
+  if (m * n * k < kSgemmParallelWork || omp_in_parallel()) threads = 1;
+  threads = int(std::min<int64_t>(threads, m_tiles * n_tiles));
+  if (threads <= 1) {
+    sgemm_rect(P, K, B, 0, m, 0, n);
+    return;
+  }
+  int tm = 1;
+  for (int d = 1; d <= threads; ++d)  // the divisor whose tiles per thread are closest to square
+    if (threads % d == 0 && d <= m_tiles && threads / d <= n_tiles) {
+      const double r = double(m_tiles) / d / (double(n_tiles) / (threads / d));
+      const double best = double(m_tiles) / tm / (double(n_tiles) / (threads / tm));
+      if (std::abs(std::log(r)) < std::abs(std::log(best)) || tm > m_tiles || threads / tm > n_tiles) tm = d;
+    }
+  const int tn = threads / tm;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    if (t < tm * tn) {
+      const int ti = t / tn, tj = t % tn;
+      const int64_t m0 = std::min(m, (m_tiles * ti / tm) * K.mr), m1 = std::min(m, (m_tiles * (ti + 1) / tm) * K.mr);
+      const int64_t n0 = std::min(n, (n_tiles * tj / tn) * K.nr), n1 = std::min(n, (n_tiles * (tj + 1) / tn) * K.nr);
+      if (m1 > m0 && n1 > n0) sgemm_rect(P, K, B, m0, m1, n0, n1);
+    }
+  }
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,209 @@
+// The packed float32 GEMM (kernels/cpu/gemm) against a float64 reference on every instruction
+// set this CPU can execute: all transpose combinations, sizes around the register tile and the
+// cache blocks, alpha/beta, leading dimensions wider than the matrix, the fused bias, threads,
+// and through CpuBackend (batched, broadcast strides, linear_forward); and TANDEM_CPU_ISA's errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/sgemm_packed.h"
+
+using namespace tandem;
+using namespace tandem::cpu;
+
+namespace {
+
+std::vector<CpuIsa> runnable_isas() {
+  std::vector<CpuIsa> v;
+  for (CpuIsa isa : {CpuIsa::Portable, CpuIsa::Avx2, CpuIsa::Avx512})
+    if (cpu_supports(isa)) v.push_back(isa);
+  return v;
+}
+
+// The ISAs the GEMM tests loop over: the one TANDEM_CPU_ISA forces (the ctest entries
+// cpu_isa_portable_*), else every one this CPU runs.
+std::vector<CpuIsa> isas_to_test() {
+  const char* env = std::getenv("TANDEM_CPU_ISA");
+  if (env && *env) return {parse_isa(env)};
+  return runnable_isas();
+}
+
+// Restores the ISA in use when a test that forces one ends.
+struct IsaGuard {
+  CpuIsa saved = active_isa();
+  ~IsaGuard() { set_active_isa(saved); }
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  int64_t pad = 0;  // extra columns in every leading dimension
+  float alpha = 1.0f, beta = 0.0f;
+  bool bias = false;
+  int threads = 1;
+};
+
+// Runs sgemm on random operands and checks every element against the float64 sum:
+// |C - ref| <= 1e-5 * (sum over p of |a||b| + |beta c| + |bias|) + 1e-6, the float32 bound.
+void check(const Case& t) {
+  const int64_t a_rows = t.ta ? t.k : t.m, a_cols = t.ta ? t.m : t.k;
+  const int64_t b_rows = t.tb ? t.n : t.k, b_cols = t.tb ? t.k : t.n;
+  const int64_t lda = a_cols + t.pad, ldb = b_cols + t.pad, ldc = t.n + t.pad;
+  std::vector<float> a = random_floats(size_t(a_rows * lda), 1), b = random_floats(size_t(b_rows * ldb), 2);
+  std::vector<float> c = random_floats(size_t(t.m * ldc), 3), bias = random_floats(size_t(t.n), 4);
+  if (t.beta == 0.0f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<float> c0 = c;
+  sgemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc,
+        t.bias ? bias.data() : nullptr, t.threads);
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double x = t.ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)];
+        const double y = t.tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)];
+        sum += x * y;
+        mag += std::abs(x * y);
+      }
+      double ref = t.alpha * sum;
+      if (t.beta != 0.0f) ref += double(t.beta) * c0[size_t(i * ldc + j)];
+      if (t.bias) ref += bias[size_t(j)];
+      const double tol = 1e-5 * (std::abs(t.alpha) * mag + std::abs(t.beta) + 1.0) + 1e-6;
+      ASSERT_NEAR(c[size_t(i * ldc + j)], ref, tol)
+          << isa_name(active_isa()) << " ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
+          << " k=" << t.k << " at (" << i << ", " << j << ")";
+    }
+    for (int64_t j = t.n; j < ldc; ++j)  // the padding of C is never written
+      ASSERT_TRUE(std::isnan(c[size_t(i * ldc + j)]) ? std::isnan(c0[size_t(i * ldc + j)])
+                                                     : c[size_t(i * ldc + j)] == c0[size_t(i * ldc + j)]);
+  }
+}
+
+}  // namespace
+
+// First in this file, so no test has forced an ISA yet: TANDEM_CPU_ISA (or, unset, the widest
+// ISA the CPU runs) decides the one in use.
+TEST(CpuIsa, TheEnvironmentChoosesTheIsa) {
+  const char* env = std::getenv("TANDEM_CPU_ISA");
+  EXPECT_EQ(active_isa(), env && *env ? parse_isa(env) : best_isa());
+}
+
+TEST(CpuGemm, EveryIsaEveryTransposeAroundTheTileSizes) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    const SgemmKernel& kernel = sgemm_kernel(isa);
+    const int64_t mr = kernel.mr, nr = kernel.nr;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int64_t m : {int64_t(1), mr - 1, mr + 1, 2 * mr + 3})
+          for (int64_t n : {int64_t(1), nr - 1, nr + 1, 2 * nr + 5})
+            for (int64_t k : {int64_t(1), int64_t(7)}) check({bool(ta), bool(tb), m, n, k});
+  }
+}
+
+TEST(CpuGemm, DepthBeyondOneCacheBlockAlphaBetaStridesAndBias) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    const SgemmKernel& kernel = sgemm_kernel(isa);
+    const int64_t kc = sgemm_blocking(kernel).kc;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        // Two depth blocks and a partial third: beta applies once, alpha to every block.
+        check({bool(ta), bool(tb), kernel.mr + 2, kernel.nr + 3, 2 * kc + 5, 3, 0.5f, -1.5f, true});
+        check({bool(ta), bool(tb), 2 * kernel.mr, 2 * kernel.nr, 9, 5, -2.0f, 1.0f, false});
+        check({bool(ta), bool(tb), 5, 6, 11, 1, 1.0f, 0.0f, true});  // beta 0: C's NaNs never read
+      }
+  }
+}
+
+TEST(CpuGemm, RowsBeyondOneCacheBlockAndThreads) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    const SgemmKernel& kernel = sgemm_kernel(isa);
+    const SgemmBlocking blocking = sgemm_blocking(kernel);
+    check({false, true, blocking.mc + kernel.mr + 1, kernel.nr + 1, 3});
+    if (isa != isas_to_test().back()) continue;  // threads split C the same way on every ISA
+    // Above the parallel threshold on 2 threads: the grid of rectangles covers C exactly once.
+    const int64_t k = kSgemmParallelWork / (96 * 80) + 1;
+    check({true, false, 96, 80, k, 2, 1.0f, 0.5f, true, 2});
+    check({false, false, 3 * kernel.mr + 1, 7 * kernel.nr + 3, k * 96 * 80 / (3 * kernel.mr * 7 * kernel.nr) + 1,
+           0, 1.0f, 0.0f, false, 2});
+  }
+}
+
+TEST(CpuGemm, KZeroScalesByBetaAndAddsTheBias) {
+  std::vector<float> c = {1, 2, 3, 4, 5, 6}, bias = {10, 20, 30};
+  sgemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 2.0f, c.data(), 3, bias.data(), 1);
+  EXPECT_EQ(c, (std::vector<float>{12, 24, 36, 18, 30, 42}));
+  sgemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 0.0f, c.data(), 3, nullptr, 1);
+  EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+}
+
+// CpuBackend::gemm in float32 (packed) against the same call in float64 (Eigen, the reference):
+// batched with a broadcast A (stride 0), transposes, alpha and beta; linear_forward's fused bias.
+TEST(CpuGemm, BackendFloat32MatchesTheFloat64Reference) {
+  IsaGuard guard;
+  const int64_t m = 19, n = 37, k = 23, batch = 3;
+  const std::vector<float> a = random_floats(size_t(m * k), 5), b = random_floats(size_t(batch * k * n), 6);
+  const std::vector<float> c_init = random_floats(size_t(batch * m * n), 7);
+  const std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        std::vector<float> c = c_init;
+        std::vector<double> cd(c_init.begin(), c_init.end());
+        cpu_backend().gemm(DType::Float32, ta, tb, m, n, k, 0.75, a.data(), 0, b.data(), k * n, -0.5, c.data(), m * n,
+                           batch);
+        cpu_backend().gemm(DType::Float64, ta, tb, m, n, k, 0.75, ad.data(), 0, bd.data(), k * n, -0.5, cd.data(),
+                           m * n, batch);
+        for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], cd[i], 1e-4) << isa_name(isa) << " at " << i;
+      }
+    std::vector<float> y(size_t(m * n)), bias = random_floats(size_t(n), 8);
+    std::vector<double> yd(y.size()), biasd(bias.begin(), bias.end());
+    const TensorView x{const_cast<float*>(a.data()), DType::Float32, {m, k}, {k, 1}};
+    const TensorView w{const_cast<float*>(b.data()), DType::Float32, {n, k}, {k, 1}};
+    const TensorView bv{bias.data(), DType::Float32, {n}, {1}}, yv{y.data(), DType::Float32, {m, n}, {n, 1}};
+    const TensorView xd{const_cast<double*>(ad.data()), DType::Float64, {m, k}, {k, 1}};
+    const TensorView wd{const_cast<double*>(bd.data()), DType::Float64, {n, k}, {k, 1}};
+    const TensorView bvd{biasd.data(), DType::Float64, {n}, {1}}, yvd{yd.data(), DType::Float64, {m, n}, {n, 1}};
+    cpu_backend().linear_forward(x, w, &bv, yv);
+    cpu_backend().linear_forward(xd, wd, &bvd, yvd);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], yd[i], 1e-4) << isa_name(isa) << " linear at " << i;
+  }
+}
+
+TEST(CpuIsa, NamesParseAndUnknownOrUnrunnableOnesAreConfigErrors) {
+  for (CpuIsa isa : runnable_isas()) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  EXPECT_EQ(best_isa(), runnable_isas().back());
+  try {
+    parse_isa("sse9");
+    FAIL() << "sse9 was accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("TANDEM_CPU_ISA='sse9' is not an instruction set"), std::string::npos) << what;
+    EXPECT_NE(what.find("use avx512, avx2 or portable"), std::string::npos) << what;
+  }
+  for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
+    if (!cpu_supports(isa)) {
+      EXPECT_THROW(parse_isa(isa_name(isa)), ConfigError);
+      EXPECT_THROW(set_active_isa(isa), ConfigError);
+    }
+}
