@@ -3,7 +3,8 @@
 //     completes while the training thread makes no call at all (no MPI call either, so nothing
 //     but the thread can progress it), and applying it keeps the progress made meanwhile:
 //     w = rank, +1 while the round is away, ends at mean + 1 on every rank;
-//   - destroying the algorithm with a round in flight joins the thread;
+//   - destroying the algorithm with a round in flight joins the thread; stop() right after
+//     start() runs the round on every rank (a dropped round left the others waiting);
 //   - CUDA weights (emulated devices, bagua_async_emulated_gpu_np2) end at mean + 1 as well;
 //   - a round that times out on the thread (one rank never starts it) is a CommError on the
 //     training thread that names the operation, the timeout and the missing rank.
@@ -45,8 +46,10 @@ void wait_until_completed(const AsyncModelAverage& async, int64_t rounds) {
   }
 }
 
-// An interval longer than any test: the first step after the warm-up starts the only round.
-const InitParams kOneRound{{"sync_interval_ms", "3600000"}, {"warmup_steps", "0"}};
+// An interval longer than any test (23 days, also longer than this machine has been up: the
+// first round must not wait for an interval to pass since steady_clock's origin, which is boot
+// on Linux): the first step after the warm-up starts the only round.
+const InitParams kOneRound{{"sync_interval_ms", "2000000000"}, {"warmup_steps", "0"}};
 
 TEST(BaguaAsyncThread, ARoundCompletesWhileTheTrainingThreadIsAwayAndKeepsItsProgress) {
   const int w = g_world->size(), rank = g_world->rank();
@@ -93,6 +96,22 @@ TEST(BaguaAsyncThread, ARoundCompletesWhileTheTrainingThreadIsAwayAndKeepsItsPro
   }
   for (const Tensor& p : params) {
     for (float v : p.to_vector<float>()) EXPECT_FLOAT_EQ(v, float(mean + 1));
+  }
+}
+
+TEST(BaguaAsyncThread, StopRightAfterStartRunsTheRoundOnEveryRank) {
+  // stop() usually comes before the new thread has even picked the round up. Dropping it then
+  // (as stop() once did) left the ranks whose thread had begun it waiting out the timeout.
+  const int w = g_world->size(), rank = g_world->rank();
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    AsyncRounds rounds(own_communicator(std::chrono::seconds(20)));
+    ASSERT_TRUE(rounds.threaded());
+    const Tensor snapshot = Tensor::full({4}, double(rank + repeat)), average = Tensor::full({4}, -1.0);
+    rounds.start(snapshot, average);
+    rounds.stop();
+    EXPECT_EQ(rounds.completed(), 1) << "repeat " << repeat;
+    EXPECT_FALSE(rounds.in_flight());
+    for (float v : average.to_vector<float>()) EXPECT_FLOAT_EQ(v, float((w - 1) / 2.0 + repeat)) << "repeat " << repeat;
   }
 }
 

@@ -44,7 +44,6 @@ void AsyncModelAverage::on_setup(const std::vector<Tensor>& /*params*/) {
   TANDEM_CHECK(rounds_ == nullptr || !rounds_->in_flight(), ValueError,
                "bagua async: a round is still in flight at setup");
   rounds_started_ = rounds_applied_ = 0;
-  last_start_ = std::chrono::steady_clock::time_point{};
 }
 
 void AsyncModelAverage::start_round(const std::vector<Tensor>& params) {
@@ -80,8 +79,12 @@ void AsyncModelAverage::after_optimizer_step(collectives::Communicator& /*comm*/
   TANDEM_CHECK(rounds_ != nullptr, ValueError, "bagua async: no communicator of its own was set up");
   NoGradGuard no_grad;
   if (rounds_->in_flight() && rounds_->poll()) apply_round(params);  // CommError when the round failed
-  const auto since = std::chrono::steady_clock::now() - last_start_;
-  if (!rounds_->in_flight() && since >= std::chrono::milliseconds(interval_ms_)) start_round(params);
+  // The first round of a fit starts at once: steady_clock counts from an unspecified origin
+  // (Linux: boot), so "interval since a default time point" would hold the first round back for
+  // as long as sync_interval_ms exceeds the machine's uptime.
+  const bool interval_passed = rounds_started_ == 0 ||
+                               std::chrono::steady_clock::now() - last_start_ >= std::chrono::milliseconds(interval_ms_);
+  if (!rounds_->in_flight() && interval_passed) start_round(params);
 }
 
 void AsyncModelAverage::finish_training(collectives::Communicator& comm, const std::vector<Tensor>& params) {
@@ -113,7 +116,7 @@ void AsyncModelAverage::finish_training(collectives::Communicator& comm, const s
 }
 
 void AsyncModelAverage::abandon_training() {
-  if (rounds_) rounds_->stop();
+  if (rounds_) rounds_->abandon();
 }
 
 std::string AsyncModelAverage::describe() const {

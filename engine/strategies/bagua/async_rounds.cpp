@@ -29,7 +29,7 @@ void AsyncRounds::start(const Tensor& snapshot, const Tensor& average) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   if (!thread_.joinable()) {
-    stopping_ = false;
+    stopping_ = drop_pending_ = false;
     thread_ = std::thread([this] { run(); });
   }
   snapshot_ = snapshot;
@@ -44,7 +44,9 @@ void AsyncRounds::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     cv_.wait(lock, [this] { return job_ || stopping_; });
-    if (stopping_) return;  // a round handed over but not begun is dropped
+    // A round handed over is run even when stop() came first: the other ranks' threads run
+    // their copy of it, and would wait for this rank's until the timeout if it were dropped.
+    if (!job_ || drop_pending_) return;
     const Tensor snapshot = snapshot_, average = average_;
     lock.unlock();
     // Blocking, with the communicator's deadline: nothing here waits forever, and nothing
@@ -102,10 +104,15 @@ void AsyncRounds::wait() {
   in_flight_ = false;
 }
 
-void AsyncRounds::stop() {
+void AsyncRounds::stop() { end_thread(/*drop_pending=*/false); }
+
+void AsyncRounds::abandon() { end_thread(/*drop_pending=*/true); }
+
+void AsyncRounds::end_thread(bool drop_pending) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    drop_pending_ = drop_pending;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();

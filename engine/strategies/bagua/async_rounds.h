@@ -48,11 +48,15 @@ class AsyncRounds {
   // Blocks until the round in flight completes (at most the communicator's timeout); throws
   // CommError when it failed. Returns at once when none is in flight.
   void wait();
-  // Ends the thread and joins it: at once when idle; a round the thread has begun first ends
-  // (completes, or fails at the timeout); one handed over but not yet begun is dropped. Either
-  // way none is in flight afterwards and its average is never applied. Polled: drops the
+  // Ends the thread and joins it: at once when idle; a round handed over, begun by the thread
+  // or not, first runs to its end (completes, or fails at the timeout): every rank that started
+  // round k takes part in it, so no other rank's thread is left waiting for a round this one
+  // dropped. None is in flight afterwards and its average is never applied. Polled: drops the
   // allreduce (its buffers stay with the communicator). A later start() starts a new thread.
   void stop();
+  // stop() for a failed run, whose job ends anyway: a round handed over but not yet begun is
+  // dropped instead of run (one the thread has begun still ends first).
+  void abandon();
 
   // Rounds whose allreduce completed. Any thread may read it; in threaded mode it advances on
   // the background thread, before the training thread has seen the round.
@@ -60,6 +64,7 @@ class AsyncRounds {
 
  private:
   void run();                   // the background thread
+  void end_thread(bool drop_pending);
   void throw_if_failed() const; // with mutex_ held
 
   std::shared_ptr<collectives::Communicator> comm_;
@@ -71,7 +76,7 @@ class AsyncRounds {
   // threaded: the round handed to the thread, guarded by mutex_
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool job_ = false, stopping_ = false;
+  bool job_ = false, stopping_ = false, drop_pending_ = false;
   Tensor snapshot_, average_;
   std::string failure_;  // non-empty: a round failed; the thread has ended
   std::thread thread_;
