@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/io/safetensors.h"
 #include "engine/tensor/dtype.h"
 
 namespace tandem::io::detail {
@@ -40,6 +41,13 @@ inline std::optional<DType> dtype_from_safetensors_code(const std::string& code)
                   DType::UInt8, DType::Bool})
     if (code == safetensors_dtype_code(t)) return t;
   return std::nullopt;
+}
+
+// The whole-file checksum's entry as the writer's header text holds it (no spaces), and the
+// value it has while the checksum is computed.
+inline constexpr const char* kChecksumPlaceholder = "00000000";
+inline std::string file_checksum_entry(const std::string& value) {
+  return std::string("\"") + kFileChecksumKey + "\":\"" + value + "\"";
 }
 
 // Running zlib CRC-32 (crc32 takes a 32-bit length, so large buffers go in chunks).

@@ -230,7 +230,20 @@ SafetensorsContent load_safetensors(const std::string& path) {
                       std::to_string(available) + ": " + std::to_string(available - data_bytes) +
                       " unexpected bytes at the end");
 
+  // With the whole-file checksum, the CRC starts over the prefix and the header as read, its
+  // own value read as the placeholder; with the older one, over the data alone.
   uint32_t crc = uint32_t(::crc32(0L, Z_NULL, 0));
+  auto file_checksum = content.metadata.find(kFileChecksumKey);
+  if (file_checksum != content.metadata.end()) {
+    const std::string entry = detail::file_checksum_entry(file_checksum->second);
+    const size_t at = header_text.find(entry);
+    if (file_checksum->second.size() != 8 || at == std::string::npos)
+      invalid(path, "metadata \"" + std::string(kFileChecksumKey) + "\" is " + file_checksum->second +
+                        ", not 8 hex digits in the header's own form (" + detail::file_checksum_entry("...") + ")");
+    header_text.replace(at, entry.size(), detail::file_checksum_entry(detail::kChecksumPlaceholder));
+    crc = detail::crc32_update(crc, prefix, sizeof prefix);
+    crc = detail::crc32_update(crc, header_text.data(), header_text.size());
+  }
   content.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu());
@@ -242,10 +255,16 @@ SafetensorsContent load_safetensors(const std::string& path) {
     content.tensors.emplace_back(e.name, std::move(t));
   }
 
-  auto stored = content.metadata.find(kChecksumKey);
-  if (stored != content.metadata.end() && stored->second != detail::crc32_hex(crc))
+  if (file_checksum != content.metadata.end()) {
+    if (file_checksum->second != detail::crc32_hex(crc))
+      invalid(path, "checksum mismatch: the file's CRC-32 is " + detail::crc32_hex(crc) + " but its header records " +
+                        file_checksum->second + " (bytes changed on disk or in transfer: a tensor, a name or metadata)");
+    return content;
+  }
+  auto data_checksum = content.metadata.find(kDataChecksumKey);
+  if (data_checksum != content.metadata.end() && data_checksum->second != detail::crc32_hex(crc))
     invalid(path, "checksum mismatch: the data section's CRC-32 is " + detail::crc32_hex(crc) +
-                      " but the header records " + stored->second + " (bytes changed on disk or in transfer)");
+                      " but the header records " + data_checksum->second + " (bytes changed on disk or in transfer)");
   return content;
 }
 

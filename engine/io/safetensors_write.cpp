@@ -73,22 +73,21 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   // "__metadata__" first.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : metadata) meta[key] = value;
-  header["__metadata__"] = nlohmann::ordered_json::object();  // filled below, once the checksum is known
+  for (const auto& [key, value] : metadata) {
+    if (key != kFileChecksumKey && key != kDataChecksumKey) meta[key] = value;
+  }
+  meta[kFileChecksumKey] = detail::kChecksumPlaceholder;  // the real value once the file's CRC is known
+  header["__metadata__"] = std::move(meta);
 
   uint64_t offset = 0;
-  uint32_t crc = uint32_t(::crc32(0L, Z_NULL, 0));
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = host[i];
     const uint64_t nbytes = uint64_t(t.numel()) * dtype_size(t.dtype());
     header[tensors[i].first] = {{"dtype", detail::safetensors_dtype_code(t.dtype())},
                                 {"shape", t.shape()},
                                 {"data_offsets", {offset, offset + nbytes}}};
-    if (nbytes) crc = detail::crc32_update(crc, t.raw_data(), nbytes);
     offset += nbytes;
   }
-  meta[kChecksumKey] = detail::crc32_hex(crc);
-  header["__metadata__"] = std::move(meta);
 
   std::string header_text;
   try {
@@ -103,6 +102,19 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   const uint64_t header_size = header_text.size();
   unsigned char size_prefix[8];
   for (int b = 0; b < 8; ++b) size_prefix[b] = static_cast<unsigned char>(header_size >> (8 * b));
+
+  // The checksum covers the file as written, with its own value read as the placeholder; the
+  // placeholder is the metadata's only string of that form (metadata strings cannot hold an
+  // unescaped quote), so the reader finds it again.
+  uint32_t crc = uint32_t(::crc32(0L, Z_NULL, 0));
+  crc = detail::crc32_update(crc, size_prefix, sizeof size_prefix);
+  crc = detail::crc32_update(crc, header_text.data(), header_text.size());
+  for (const Tensor& t : host) {
+    const size_t nbytes = size_t(t.numel()) * dtype_size(t.dtype());
+    if (nbytes) crc = detail::crc32_update(crc, t.raw_data(), nbytes);
+  }
+  const std::string placeholder = detail::file_checksum_entry(detail::kChecksumPlaceholder);
+  header_text.replace(header_text.find(placeholder), placeholder.size(), detail::file_checksum_entry(detail::crc32_hex(crc)));
 
   AtomicFileWriter out(path);
   out.write(size_prefix, sizeof size_prefix);

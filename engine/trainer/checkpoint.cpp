@@ -72,16 +72,20 @@ Checkpoint load_checkpoint(const std::string& path) {
   const auto& meta = content.metadata;
 
   auto version = meta.find(kVersionKey);
-  if (version != meta.end() && version->second != kCheckpointVersion)
-    throw DataError("checkpoint '" + path + "' has format version " + version->second + "; this build of Tandem reads version " +
-                    kCheckpointVersion + ": load it with the Tandem that wrote it, or a newer one");
-  // Every checkpoint Tandem writes carries the checksum; one without it was edited or damaged
-  // in its header, and its data cannot be verified.
-  if (version != meta.end() && !meta.count(io::kChecksumKey))
-    throw DataError("checkpoint '" + path + "' has no \"" + io::kChecksumKey +
-                    "\" metadata, so its data cannot be verified; the file was altered: use another checkpoint");
+  const bool legacy = version != meta.end() && version->second == kUnverifiedMetadataVersion;
+  if (version != meta.end() && !legacy && version->second != kCheckpointVersion)
+    throw DataError("checkpoint '" + path + "' has format version " + version->second + "; this build of Tandem reads " +
+                    "versions " + kUnverifiedMetadataVersion + " and " + kCheckpointVersion +
+                    ": load it with the Tandem that wrote it, or a newer one");
+  // Every checkpoint Tandem writes carries its version's checksum; one without it was edited or
+  // damaged in its header, and cannot be verified.
+  const char* checksum_key = legacy ? io::kDataChecksumKey : io::kFileChecksumKey;
+  if (version != meta.end() && !meta.count(checksum_key))
+    throw DataError("checkpoint '" + path + "' (format version " + version->second + ") has no \"" + checksum_key +
+                    "\" metadata, so it cannot be verified; the file was altered: use another checkpoint");
 
   Checkpoint ckpt;
+  ckpt.format_version = version != meta.end() ? version->second : "";
   auto groups = meta.find(kParamGroupsKey);
   if (groups != meta.end()) {
     ckpt.optimizer.emplace();
@@ -101,6 +105,14 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (auto it = meta.find(kTrainerStateKey); it != meta.end())
     ckpt.trainer_state = parse_json(path, kTrainerStateKey, it->second);
   return ckpt;
+}
+
+std::string unverified_metadata_warning(const std::string& path, const Checkpoint& ckpt) {
+  if (ckpt.format_version != kUnverifiedMetadataVersion) return "";
+  return std::string("warning: ") + path + " has checkpoint format version " + kUnverifiedMetadataVersion +
+         ", whose checksum covers the tensors only: its optimizer settings, scheduler, loop position and RNG state "
+         "are used unverified. Checkpoints this run writes use version " + kCheckpointVersion +
+         ", checked whole";
 }
 
 std::optional<std::string> find_last_checkpoint(const std::string& dir) {

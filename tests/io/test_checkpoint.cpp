@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/safetensors_format.h"
 #include "engine/nn/nn.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
@@ -137,11 +138,11 @@ TEST(Checkpoint, FileLayoutUsesPyTorchNamesAndStringMetadata) {
   EXPECT_EQ(names[expected_model.size()], "optimizer.0.step");
   EXPECT_EQ(names.back(), "optimizer.5.exp_avg_sq");
   EXPECT_EQ(raw.metadata.at("format"), "pt");
-  EXPECT_EQ(raw.metadata.at("tandem.version"), "1");
+  EXPECT_EQ(raw.metadata.at("tandem.version"), "2");
   EXPECT_EQ(nlohmann::json::parse(raw.metadata.at("tandem.optimizer.param_groups")), adam.state_dict().param_groups);
   EXPECT_EQ(raw.metadata.at("tandem.scheduler"), R"({"last_epoch":0})");
   EXPECT_EQ(raw.metadata.at("tandem.trainer_state"), R"({"epoch":0})");
-  EXPECT_TRUE(raw.metadata.count("tandem.checksum"));
+  EXPECT_TRUE(raw.metadata.count("tandem.file_crc32"));
 }
 
 TEST(Checkpoint, ModelOnlyCheckpointHasNoOptimizerOrState) {
@@ -168,11 +169,11 @@ TEST(Checkpoint, PlainSafetensorsWeightsLoadAsAModelOnlyCheckpoint) {
 TEST(Checkpoint, MalformedCheckpointsAreDataErrorsNamingTheFile) {
   ScratchDir dir;
   const std::string path = dir.file("bad.safetensors");
-  io::save_safetensors(path, {}, {{"tandem.version", "2"}});
-  expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "version 2", "reads version 1"});
-  io::save_safetensors(path, {}, {{"tandem.version", "1"}, {"tandem.trainer_state", "{\"epoch\": "}});
+  io::save_safetensors(path, {}, {{"tandem.version", "3"}});
+  expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "version 3", "reads versions 1 and 2"});
+  io::save_safetensors(path, {}, {{"tandem.version", "2"}, {"tandem.trainer_state", "{\"epoch\": "}});
   expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "tandem.trainer_state", "not valid JSON"});
-  io::save_safetensors(path, {}, {{"tandem.version", "1"}, {"tandem.optimizer.param_groups", "{}"}});
+  io::save_safetensors(path, {}, {{"tandem.version", "2"}, {"tandem.optimizer.param_groups", "{}"}});
   expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "must be a JSON array"});
 
   // A Tandem checkpoint whose header lost the checksum key cannot be verified.
@@ -180,6 +181,10 @@ TEST(Checkpoint, MalformedCheckpointsAreDataErrorsNamingTheFile) {
                                       R"({"__metadata__":{"tandem.version":"1"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
                                       {1}));
   expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "tandem.checksum", "cannot be verified"});
+  tandem::test::write_bytes(path, tandem::test::safetensors_bytes(
+                                      R"({"__metadata__":{"tandem.version":"2"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+                                      {1}));
+  expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "tandem.file_crc32", "cannot be verified"});
 
   auto model = make_model(2);
   trainer::save_checkpoint(path, {model->state_dict(), std::nullopt, nullptr, {{"epoch", 1}}});
@@ -187,6 +192,103 @@ TEST(Checkpoint, MalformedCheckpointsAreDataErrorsNamingTheFile) {
   bytes.resize(bytes.size() - 10);
   write_bytes(path, bytes);
   expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "truncated"});
+}
+
+namespace {
+
+// A checkpoint as the Trainer writes it: weights, Adam's state and param_groups, a scheduler
+// and trainer state.
+std::string write_full_checkpoint(const ScratchDir& dir) {
+  manual_seed(4);
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 3));
+  optim::Adam adam(model->parameters());
+  optim::StepLR sched(adam, 2, 0.5);
+  Tensor x = Tensor::from_vector<float>({0.5f, -1, 2, 0.1f}, {1, 4});
+  mse_loss((*model)(x), Tensor::zeros({1, 3})).backward();
+  adam.step();
+  sched.step();
+  const std::string path = dir.file("full.safetensors");
+  trainer::save_checkpoint(path, {model->state_dict(), adam.state_dict(), sched.state_dict(), example_trainer_state()});
+  return path;
+}
+
+}  // namespace
+
+// Resume reads every byte: tensors and the JSON metadata (optimizer hyper-parameters,
+// scheduler, loop position, RNG). Any bit changed anywhere is a DataError naming the file.
+TEST(Checkpoint, EveryFlippedBitAnywhereIsADataErrorNamingTheFile) {
+  ScratchDir dir;
+  const auto good = read_bytes(write_full_checkpoint(dir));
+  const std::string path = dir.file("flipped.safetensors");
+  for (size_t i = 0; i < good.size(); ++i) {
+    const uint8_t bit = uint8_t(1u << (i % 8));  // each bit position, over the file
+    auto bytes = good;
+    bytes[i] ^= bit;
+    write_bytes(path, bytes);
+    try {
+      trainer::load_checkpoint(path);
+      ADD_FAILURE() << "byte " << i << " xor " << int(bit) << " of " << good.size() << " loaded without an error";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The case the issue met: beta1 edited in the param_groups metadata (still valid JSON).
+TEST(Checkpoint, AnEditedOptimizerSettingFailsTheChecksum) {
+  ScratchDir dir;
+  const std::string path = write_full_checkpoint(dir);
+  auto bytes = read_bytes(path);
+  std::string text(bytes.begin(), bytes.end());
+  const size_t at = text.find("[0.9,0.999]");
+  ASSERT_NE(at, std::string::npos) << text.substr(0, 600);
+  bytes[at + 3] = '8';  // beta1 0.9 -> 0.8
+  write_bytes(path, bytes);
+  expect_error<DataError>([&] { trainer::load_checkpoint(path); }, {path, "checksum mismatch"});
+}
+
+// Format version 1 (before the whole-file checksum): loaded, with the warning the Trainer prints,
+// and its tensors still verified.
+TEST(Checkpoint, FormatVersionOneLoadsWithAWarning) {
+  ScratchDir dir;
+  const std::string v2 = write_full_checkpoint(dir);
+  const io::SafetensorsContent content = io::load_safetensors(v2);
+  // Rewrite it as version 1 wrote it: the data section's CRC-32 under "tandem.checksum".
+  nlohmann::ordered_json header;
+  header["__metadata__"] = nlohmann::ordered_json::object();
+  std::vector<uint8_t> data;
+  for (const auto& [name, tensor] : content.tensors) {
+    const auto bytes = tensor_bytes(tensor);
+    header[name] = {{"dtype", io::detail::safetensors_dtype_code(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {data.size(), data.size() + bytes.size()}}};
+    data.insert(data.end(), bytes.begin(), bytes.end());
+  }
+  for (const auto& [key, value] : content.metadata) {
+    if (key != io::kFileChecksumKey) header["__metadata__"][key] = value;
+  }
+  header["__metadata__"]["tandem.version"] = "1";
+  header["__metadata__"][io::kDataChecksumKey] =
+      io::detail::crc32_hex(io::detail::crc32_update(0, data.data(), data.size()));
+  const std::string v1 = dir.file("v1.safetensors");
+  write_bytes(v1, tandem::test::safetensors_bytes(header.dump(), data));
+
+  const Checkpoint old = trainer::load_checkpoint(v1);
+  const Checkpoint now = trainer::load_checkpoint(v2);
+  EXPECT_EQ(old.format_version, "1");
+  EXPECT_EQ(now.format_version, "2");
+  expect_same_tensors(old.model, now.model);
+  EXPECT_EQ(old.optimizer->param_groups, now.optimizer->param_groups);
+  EXPECT_EQ(old.trainer_state, now.trainer_state);
+  const std::string warning = trainer::unverified_metadata_warning(v1, old);
+  EXPECT_NE(warning.find(v1 + " has checkpoint format version 1"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("used unverified"), std::string::npos) << warning;
+  EXPECT_EQ(trainer::unverified_metadata_warning(v2, now), "");
+
+  auto bytes = read_bytes(v1);
+  bytes[bytes.size() - 3] ^= 0x01;
+  write_bytes(v1, bytes);
+  expect_error<DataError>([&] { trainer::load_checkpoint(v1); }, {v1, "checksum mismatch"});
 }
 
 TEST(Checkpoint, ModelKeysMayNotUseTheOptimizerPrefix) {

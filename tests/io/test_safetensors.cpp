@@ -107,8 +107,8 @@ TEST(Safetensors, KeepsMetadataAndAddsTheChecksum) {
   auto loaded = round_trip(dir, {{"x", Tensor::ones({3})}}, {{"format", "pt"}, {"json", R"({"a": [1, 2]})"}});
   EXPECT_EQ(loaded.metadata.at("format"), "pt");
   EXPECT_EQ(loaded.metadata.at("json"), R"({"a": [1, 2]})");
-  ASSERT_TRUE(loaded.metadata.count(io::kChecksumKey));
-  EXPECT_EQ(loaded.metadata.at(io::kChecksumKey).size(), 8u);
+  ASSERT_TRUE(loaded.metadata.count(io::kFileChecksumKey));
+  EXPECT_EQ(loaded.metadata.at(io::kFileChecksumKey).size(), 8u);
 }
 
 // The whole file of a tiny example, byte by byte, against the format's definition.
@@ -118,16 +118,16 @@ TEST(Safetensors, ByteLayoutMatchesTheFormat) {
   io::save_safetensors(path, {{"a", Tensor::from_vector<float>({1.0f, 2.0f}, {2})},
                               {"b", Tensor::from_vector<uint8_t>({7, 8, 9}, {3})}},
                        {{"note", "hi"}});
-  // CRC-32 of the 11 data bytes (00 00 80 3f 00 00 00 40 07 08 09), from Python's zlib.crc32.
+  // The checksum: Python's zlib.crc32 of these 187 bytes with "b7a8aae3" written as "00000000".
   const std::string json =
-      R"({"__metadata__":{"note":"hi","tandem.checksum":"7e618c66"},)"
+      R"({"__metadata__":{"note":"hi","tandem.file_crc32":"b7a8aae3"},)"
       R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
       R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
-  ASSERT_EQ(json.size(), 165u);
-  // 8 + 165 is not a multiple of 8: three spaces pad the header to 168 bytes.
+  ASSERT_EQ(json.size(), 167u);
+  // 8 + 167 is not a multiple of 8: one space pads the header to 168 bytes.
   std::vector<uint8_t> expected = {168, 0, 0, 0, 0, 0, 0, 0};
   expected.insert(expected.end(), json.begin(), json.end());
-  expected.insert(expected.end(), {' ', ' ', ' '});
+  expected.insert(expected.end(), {' '});
   expected.insert(expected.end(), {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 7, 8, 9});
   EXPECT_EQ(read_bytes(path), expected);
   EXPECT_EQ(read_bytes(path).size(), 187u);

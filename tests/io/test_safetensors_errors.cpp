@@ -149,9 +149,49 @@ TEST(SafetensorsErrors, FlippedDataByteFailsTheChecksum) {
   // A corrupted checksum value is caught the same way.
   bytes = read_bytes(saved);
   std::string text(bytes.begin(), bytes.end());
-  size_t at = text.find("\"tandem.checksum\":\"") + 19;
+  size_t at = text.find("\"tandem.file_crc32\":\"") + 21;
   bytes[at] = bytes[at] == 'a' ? 'b' : 'a';
   expect_rejected(dir, bytes, {"checksum mismatch"});
+}
+
+// The checksum covers the whole file: every byte of the prefix, the header (names, dtypes,
+// shapes, metadata strings, padding) and the data, changed in any bit, is an error naming the
+// file (changing a dtype "F32" to "I32" or a metadata digit keeps a valid file otherwise),
+// except a bit of the checksum's own key: that file reads as one without a checksum, which
+// plain safetensors files are; checkpoints refuse it (test_checkpoint.cpp).
+TEST(SafetensorsErrors, EveryFlippedBitAnywhereIsAnError) {
+  ScratchDir dir;
+  const std::string saved = dir.file("saved.safetensors");
+  io::save_safetensors(saved, {{"w", Tensor::arange(6, DType::Float32)}, {"n", Tensor::arange(2, DType::Int64)}},
+                       {{"settings", R"({"betas":[0.9,0.999]})"}});
+  const auto good = read_bytes(saved);
+  const std::string path = dir.file("bad.safetensors");
+  for (size_t i = 0; i < good.size(); ++i) {
+    const uint8_t bit = uint8_t(1u << (i % 8));  // each bit position, over the file
+    auto bytes = good;
+    bytes[i] ^= bit;
+    write_bytes(path, bytes);
+    try {
+      const io::SafetensorsContent loaded = io::load_safetensors(path);
+      EXPECT_FALSE(loaded.metadata.count(io::kFileChecksumKey))
+          << "byte " << i << " xor " << int(bit) << " loaded without an error";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Files written before the whole-file checksum carry the data section's CRC-32
+// ("tandem.checksum"): still verified.
+TEST(SafetensorsErrors, OlderDataChecksumIsStillVerified) {
+  ScratchDir dir;
+  // 4 bytes 01 02 03 04; Python: '%08x' % zlib.crc32(bytes([1, 2, 3, 4])) == "b63cfbcd".
+  const std::string header =
+      R"({"__metadata__":{"tandem.checksum":"b63cfbcd"},"u":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  const std::string path = dir.file("old.safetensors");
+  write_bytes(path, safetensors_bytes(header, {1, 2, 3, 4}));
+  EXPECT_EQ(io::load_safetensors(path).tensors.at(0).second.to_vector<uint8_t>(), (std::vector<uint8_t>{1, 2, 3, 4}));
+  expect_rejected(dir, safetensors_bytes(header, {1, 2, 3, 5}), {"checksum mismatch", "data section's CRC-32"});
 }
 
 TEST(SafetensorsErrors, MissingFileAndDirectoryAreDataErrors) {
