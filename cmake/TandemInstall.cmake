@@ -32,7 +32,7 @@ install(TARGETS tandem ${TANDEM_LAYER_TARGETS} tandem_cli_lib tandem_c EXPORT ta
 install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(dir engine kernels collectives models capi)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
-          FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.def")
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/apps/tandem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem/apps
         FILES_MATCHING PATTERN "*.h")

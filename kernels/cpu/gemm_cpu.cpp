@@ -1,4 +1,4 @@
-// Row-major batched GEMM and the fused linear forward on the CPU. float32 runs the packed GEMM
+// Row-major batched GEMM on the CPU. float32 runs the packed GEMM
 // (kernels/cpu/gemm/: GotoBLAS-style packing, micro-kernels for AVX-512, AVX2 + FMA and portable
 // code chosen by CPUID or TANDEM_CPU_ISA). float64 runs Eigen, the reference the tests compare
 // against. Neither uses a library's own parallel GEMM: Eigen's threads spin-wait on each other
@@ -88,19 +88,6 @@ void CpuBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_
       gemm_one(trans_a, trans_b, m, n, k, alpha, ap + i * stride_a, bp + i * stride_b, beta, cp + i * stride_c,
                per_thread ? 1 : omp_get_max_threads());
   });
-}
-
-// y = x w^T + bias with the bias added as each float32 tile is stored (no pass that copies the
-// bias into y first); float64 takes the default path.
-void CpuBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
-                                const TensorView& y) {
-  if (x.dtype != DType::Float32) {
-    Backend::linear_forward(x, w, bias, y);
-    return;
-  }
-  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
-  cpu::sgemm(false, true, rows, out_f, in_f, 1.0f, x.ptr<float>(), in_f, w.ptr<float>(), in_f, 0.0f, y.ptr<float>(),
-             out_f, bias ? bias->ptr<float>() : nullptr, omp_get_max_threads());
 }
 
 }  // namespace tandem

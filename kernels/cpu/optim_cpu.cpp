@@ -1,5 +1,6 @@
 // Optimizer updates with PyTorch's formulas (torch.optim.SGD / Adam / AdamW, non-foreach,
-// non-amsgrad), one pass over each parameter.
+// non-amsgrad), one pass over each parameter; the multi-tensor forms run the single-tensor
+// update once per list entry (sgd_step_each / adam_step_each).
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -50,6 +51,19 @@ void CpuBackend::adam_step(const TensorView& param, const TensorView& grad, cons
       p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + T(eps));
     }
   });
+}
+
+void CpuBackend::sgd_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                                const std::vector<TensorView>& momentum_bufs, double lr, double momentum,
+                                double dampening, double weight_decay, bool nesterov, bool first_step) {
+  sgd_step_each(*this, params, grads, momentum_bufs, lr, momentum, dampening, weight_decay, nesterov, first_step);
+}
+
+void CpuBackend::adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads,
+                                 const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs,
+                                 double lr, double beta1, double beta2, double eps, double weight_decay,
+                                 bool decoupled, int64_t step) {
+  adam_step_each(*this, params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, step);
 }
 
 }  // namespace tandem

@@ -244,9 +244,9 @@ void CudaBackend::sgd_step_multi(const std::vector<TensorView>& params, const st
                                  double dampening, double weight_decay, bool nesterov, bool first_step) {
   const bool lists_match = grads.size() == params.size() &&
                            (momentum_bufs.empty() || momentum_bufs.size() == params.size());
-  if (!lists_match || !one_dtype(params))  // the default checks the lists and updates one dtype at a time
-    return Backend::sgd_step_multi(params, grads, momentum_bufs, lr, momentum, dampening, weight_decay, nesterov,
-                                   first_step);
+  if (!lists_match || !one_dtype(params))  // sgd_step_each checks the lists and updates one tensor at a time
+    return sgd_step_each(*this, params, grads, momentum_bufs, lr, momentum, dampening, weight_decay, nesterov,
+                         first_step);
   if (params.empty()) return;
   run_sgd(params, grads, momentum_bufs, lr, momentum, dampening, weight_decay, nesterov, first_step);
 }
@@ -258,8 +258,8 @@ void CudaBackend::adam_step_multi(const std::vector<TensorView>& params, const s
   const bool lists_match = grads.size() == params.size() && exp_avgs.size() == params.size() &&
                            exp_avg_sqs.size() == params.size();
   if (!lists_match || !one_dtype(params))
-    return Backend::adam_step_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay,
-                                    decoupled, step);
+    return adam_step_each(*this, params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay,
+                          decoupled, step);
   if (params.empty()) return;
   run_adam(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, step);
 }

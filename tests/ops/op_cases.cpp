@@ -1,6 +1,8 @@
 // The op table: one entry per op (and per interesting variant). Shapes are drawn per seed;
 // values avoid the kinks of non-smooth ops only by being continuous random draws.
 #include "engine/tensor/generator.h"
+#include "kernels/backend.h"
+#include "kernels/min_max_uint8_layout.h"
 #include "op_harness.h"
 
 namespace tandem::testing {
@@ -51,6 +53,107 @@ Tensor class_targets(Rng& rng, const Shape& shape, int64_t classes, int64_t igno
     t[i] = (with_ignored && i % 3 == 1) ? ignore_index : rand_dim(rng, 0, classes - 1);
   if (with_ignored && !t.empty()) t[0] = rand_dim(rng, 0, classes - 1);  // at least one counted row
   return Tensor::from_vector(t, shape);
+}
+
+// Kernels with no op front end (optimizer updates, compression, random fills), called directly
+// on the inputs' backend. Their results have no gradient (differentiable = false): the gradient
+// check asserts they carry no autograd history; the backend comparisons compare their values.
+TensorView kernel_view(const Tensor& t) { return t.view_desc(); }
+Tensor fresh(const Tensor& t) { return t.detach().clone(); }
+
+void add_kernel_cases(std::vector<OpCase>& c) {
+  auto three_vectors = [](Rng& rng, DType dt) {
+    Shape s{rand_dim(rng, 1, 37)};
+    return Inputs{randn64(s, dt, rng), randn64(s, dt, rng), positive(s, dt, rng)};
+  };
+  c.push_back({"sgd_step_nesterov_weight_decay", three_vectors,
+               [](const Inputs& in) {
+                 Tensor p = fresh(in[0]), buf = fresh(in[2]);
+                 const TensorView bv = kernel_view(buf);
+                 backend_for(p.device()).sgd_step(kernel_view(p), kernel_view(in[1]), &bv, 0.1, 0.9, 0.1, 0.01,
+                                                  /*nesterov=*/true, /*first_step=*/false);
+                 return cat({p, buf}, 0);
+               },
+               1e-6, 1e-6, /*differentiable=*/false});
+  c.push_back({"adamw_step", three_vectors,
+               [](const Inputs& in) {
+                 Tensor p = fresh(in[0]), m = fresh(in[1]) * 0.1, v = fresh(in[2]) * 0.01;
+                 backend_for(p.device()).adam_step(kernel_view(p), kernel_view(in[1]), kernel_view(m), kernel_view(v),
+                                                   1e-2, 0.9, 0.999, 1e-8, 0.05, /*decoupled=*/true, /*step=*/3);
+                 return cat({p, m, v}, 0);
+               },
+               1e-6, 1e-6, false});
+  auto two_lists = [](Rng& rng, DType dt) {
+    Shape a{rand_dim(rng, 1, 9)}, b{rand_dim(rng, 1, 9), 3};
+    return Inputs{randn64(a, dt, rng), randn64(b, dt, rng), randn64(a, dt, rng), randn64(b, dt, rng)};
+  };
+  c.push_back({"sgd_step_multi_momentum", two_lists,
+               [](const Inputs& in) {
+                 Tensor p0 = fresh(in[0]), p1 = fresh(in[1]), b0 = Tensor::zeros(in[0].shape(), in[0].dtype(), in[0].device()),
+                        b1 = Tensor::zeros(in[1].shape(), in[1].dtype(), in[1].device());
+                 for (bool first : {true, false})
+                   backend_for(p0.device()).sgd_step_multi({kernel_view(p0), kernel_view(p1)},
+                                                           {kernel_view(in[2]), kernel_view(in[3])},
+                                                           {kernel_view(b0), kernel_view(b1)}, 0.05, 0.8, 0.0, 0.0,
+                                                           /*nesterov=*/false, first);
+                 return cat({p0, p1.flatten(), b0, b1.flatten()}, 0);
+               },
+               1e-6, 1e-6, false});
+  c.push_back({"adam_step_multi", two_lists,
+               [](const Inputs& in) {
+                 Tensor p0 = fresh(in[0]), p1 = fresh(in[1]);
+                 Tensor m0 = Tensor::zeros(in[0].shape(), in[0].dtype(), in[0].device()), v0 = m0.clone();
+                 Tensor m1 = Tensor::zeros(in[1].shape(), in[1].dtype(), in[1].device()), v1 = m1.clone();
+                 for (int64_t step : {1, 2})
+                   backend_for(p0.device()).adam_step_multi(
+                       {kernel_view(p0), kernel_view(p1)}, {kernel_view(in[2]), kernel_view(in[3])},
+                       {kernel_view(m0), kernel_view(m1)}, {kernel_view(v0), kernel_view(v1)}, 1e-2, 0.9, 0.99, 1e-8,
+                       0.01, /*decoupled=*/false, step);
+                 return cat({p0, p1.flatten(), m0, m1.flatten(), v0, v1.flatten()}, 0);
+               },
+               1e-6, 1e-6, false});
+  // Batch norm with given statistics: no op front end calls it (eval-mode batch_norm is composed
+  // of elementwise ops so that it is differentiable); the backends run it inside batch_norm_train.
+  c.push_back({"batch_norm_apply_given_statistics",
+               [](Rng& rng, DType dt) {
+                 const int64_t ch = rand_dim(rng, 1, 4);
+                 return Inputs{randn64({rand_dim(rng, 1, 3), ch, rand_dim(rng, 1, 5)}, dt, rng), randn64({ch}, dt, rng),
+                               positive({ch}, dt, rng), randn64({ch}, dt, rng), randn64({ch}, dt, rng)};
+               },
+               [](const Inputs& in) {
+                 Tensor y = Tensor::empty(in[0].shape(), in[0].dtype(), in[0].device());
+                 const TensorView gamma = kernel_view(in[3]), beta = kernel_view(in[4]);
+                 backend_for(y.device()).batch_norm_apply(kernel_view(in[0]), in[0].size(0), in[0].size(1), in[0].size(2),
+                                                          kernel_view(in[1]), kernel_view(in[2]), &gamma, &beta,
+                                                          kernel_view(y));
+                 return y;
+               },
+               1e-6, 1e-6, false});
+  // Float32 only: the 8-bit block codes and back (block 4 leaves a partial last block).
+  c.push_back({"compress_decompress_min_max_uint8",
+               [](Rng& rng, DType dt) { return Inputs{randn64({rand_dim(rng, 1, 23)}, dt, rng)}; },
+               [](const Inputs& in) {
+                 Tensor x = in[0].detach().to(DType::Float32);
+                 const int64_t n = x.numel(), block = 4;
+                 Tensor packed = Tensor::empty({min_max_uint8_bytes(n, block)}, DType::UInt8, x.device());
+                 Tensor out = Tensor::empty({n}, DType::Float32, x.device());
+                 Backend& be = backend_for(x.device());
+                 be.compress_min_max_uint8(kernel_view(x), block, kernel_view(packed));
+                 be.decompress_min_max_uint8(kernel_view(packed), block, kernel_view(out));
+                 return out;
+               },
+               1e-6, 1e-6, false});
+  // Philox draws: uniform on [-1, 3) and normal with mean 0.5, std 2 (the inputs give shape,
+  // dtype and device only).
+  c.push_back({"random_fill_uniform_normal",
+               [](Rng& rng, DType dt) { return Inputs{randn64(random_shape(rng, 2, 1, 9), dt, rng)}; },
+               [](const Inputs& in) {
+                 Tensor u = Tensor::empty(in[0].shape(), in[0].dtype(), in[0].device()), g = u.clone();
+                 backend_for(u.device()).random_fill(kernel_view(u), 1234, 0, /*normal=*/false, -1.0, 3.0);
+                 backend_for(g.device()).random_fill(kernel_view(g), 1234, 64, /*normal=*/true, 0.5, 2.0);
+                 return stack({u, g}, 0);
+               },
+               1e-6, 1e-6, false});
 }
 
 std::vector<OpCase> build_cases() {
@@ -300,6 +403,7 @@ std::vector<OpCase> build_cases() {
                }});
   c.push_back({"flatten_unsqueeze", view_input,
                [](const Inputs& in) { return flatten(in[0], 1).unsqueeze(0).squeeze(0); }});
+  add_kernel_cases(c);
   return c;
 }
 

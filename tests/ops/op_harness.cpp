@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "counting_backend.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/generator.h"
 
@@ -53,9 +54,9 @@ double max_gradient_error(const OpCase& op, std::vector<Tensor> inputs, std::str
   for (Tensor& t : inputs)
     if (t.dtype() == DType::Float64) t.requires_grad_(true);
   Tensor out = op.apply(inputs);
-  if (!is_floating(out.dtype())) {
+  if (!is_floating(out.dtype()) || !op.differentiable) {
     if (!out.requires_grad() && out.grad_fn() == nullptr) return 0.0;
-    if (where) *where = std::string("integer output of dtype ") + dtype_name(out.dtype()) + " requires grad";
+    if (where) *where = std::string("output of dtype ") + dtype_name(out.dtype()) + " without a gradient requires grad";
     return INFINITY;
   }
   Tensor w = loss_weights(out);
@@ -118,7 +119,7 @@ BackendComparison compare_backends(const OpCase& op, Device device, uint64_t see
     }
   };
   compare(ref, got, "output", result.max_output_error);
-  if (is_floating(ref.dtype())) {
+  if (is_floating(ref.dtype()) && op.differentiable) {
     sum(ref * w).backward();
     sum(got * w.to(device)).backward();
     for (size_t i = 0; i < cpu_in.size(); ++i)
@@ -126,6 +127,22 @@ BackendComparison compare_backends(const OpCase& op, Device device, uint64_t see
         compare(cpu_in[i].grad(), dev_in[i].grad(), "grad of input " + std::to_string(i), result.max_grad_error);
   }
   return result;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> kernel_coverage(const std::vector<OpCase>& cases) {
+  CountingBackend counting(backend_for(DeviceType::CPU));
+  std::vector<std::pair<std::string, std::vector<std::string>>> coverage;
+  for (const std::string& kernel : CountingBackend::listed_kernels()) coverage.push_back({kernel, {}});
+  {
+    BackendOverride on_cpu(DeviceType::CPU, counting);
+    for (const OpCase& op : cases) {
+      counting.clear();
+      compare_backends(op, Device::cpu(), 5);  // forward and (when differentiable) backward, twice
+      for (auto& [kernel, reached_by] : coverage)
+        if (counting.reached(kernel)) reached_by.push_back(op.name);
+    }
+  }
+  return coverage;
 }
 
 }  // namespace tandem::testing

@@ -3,7 +3,8 @@
 //   - gradient checks: backward on CPU in float64 vs central finite differences;
 //   - backend comparisons: every op on another backend vs the CPU reference
 //     (compare_backends(case, Device::cuda(0), seed) — one name per op in tests/gpu/test_cuda_backend.cpp).
-// Adding an op means adding one entry to op_cases.cpp.
+// Adding an op means adding one entry to op_cases.cpp. Every kernel of kernels/kernel_list.def
+// must be reached by some case (kernel_coverage below; BackendHarness.EveryKernelIsReachedByACase).
 #pragma once
 #include <functional>
 #include <random>
@@ -23,6 +24,10 @@ struct OpCase {
   // Central-difference step. Larger for ops that round through float32 (cast), where a
   // 1e-6 step would measure rounding instead of the derivative.
   double fd_eps = 1e-6;
+  // False for kernels called directly (optimizer updates, compression, random fills): their
+  // output has no gradient, so the gradient check asserts it carries no autograd history and
+  // backend comparisons compare outputs only.
+  bool differentiable = true;
 };
 
 const std::vector<OpCase>& op_cases();
@@ -42,6 +47,12 @@ struct BackendComparison {
 // Runs op on the CPU and on `device` with identical float32 inputs and compares outputs and
 // input gradients.
 BackendComparison compare_backends(const OpCase& op, Device device, uint64_t seed);
+
+// For every kernel of kernels/kernel_list.def (in list order), the names of the cases among
+// `cases` whose forward or backward reaches it on the CPU backend (empty: no case does), found
+// by running each case once on a counting decorator of the CPU backend
+// (tests/ops/counting_backend.h).
+std::vector<std::pair<std::string, std::vector<std::string>>> kernel_coverage(const std::vector<OpCase>& cases);
 
 // Random shape helpers.
 int64_t rand_dim(std::mt19937& rng, int64_t lo, int64_t hi);

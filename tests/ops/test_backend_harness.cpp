@@ -1,9 +1,13 @@
 // The backend-comparison half of the harness, exercised on the CPU: comparing the CPU backend
 // with itself must give exactly zero difference for every op (so the comparison path works
-// before a GPU is there), and the CPU kernels give the same results with 1 and 2 threads.
+// before a GPU is there), every kernel of the list is reached by some case, and the CPU kernels
+// give the same results with 1 and 2 threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <map>
+
+#include "counting_backend.h"
 #include "op_harness.h"
 
 namespace tandem::testing {
@@ -15,6 +19,28 @@ TEST(BackendHarness, CpuAgainstItselfIsExactForEveryOp) {
     EXPECT_EQ(r.max_output_error, 0.0) << op.name << ": " << r.where;
     EXPECT_EQ(r.max_grad_error, 0.0) << op.name << ": " << r.where;
   }
+}
+
+// Adding a kernel to kernels/kernel_list.def without a case that reaches it fails here, naming
+// the kernel.
+TEST(BackendHarness, EveryKernelIsReachedByACase) {
+  std::string uncovered;
+  for (const auto& [kernel, cases] : kernel_coverage(op_cases()))
+    if (cases.empty()) uncovered += " " + kernel;
+  EXPECT_TRUE(uncovered.empty()) << "kernels of kernels/kernel_list.def that no case of tests/ops/op_cases.cpp "
+                                    "reaches:" << uncovered;
+}
+
+// The coverage check can fail: with the add case alone, the convolution kernels are unreached,
+// while binary (add's forward) and reduce (its broadcast gradient's sum) are reached by it.
+TEST(BackendHarness, KernelCoverageNamesTheKernelsACaseListLeavesOut) {
+  std::map<std::string, std::vector<std::string>> coverage;
+  for (const auto& [kernel, cases] : kernel_coverage({op_case("add")})) coverage[kernel] = cases;
+  EXPECT_EQ(coverage.size(), CountingBackend::listed_kernels().size());
+  EXPECT_EQ(coverage.at("binary"), std::vector<std::string>{"add"});
+  EXPECT_TRUE(coverage.at("conv2d").empty());
+  EXPECT_TRUE(coverage.at("conv2d_backward").empty());
+  EXPECT_TRUE(coverage.at("adam_step").empty());
 }
 
 TEST(BackendHarness, ThreadCountDoesNotChangeResultsBeyondRounding) {

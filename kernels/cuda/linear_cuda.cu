@@ -1,6 +1,8 @@
-// Backend::linear_forward on CUDA: y = x w^T + bias as one cuBLASLt GEMM with the bias
-// epilogue, instead of the default's bias copy into y followed by a GEMM with beta = 1 (which
-// writes y once more and makes the GEMM read it back).
+// The linear family on CUDA. linear_forward: y[rows, out] = x[rows, in] w[out, in]^T + bias[out]
+// as one cuBLASLt GEMM with the bias epilogue (one library launch), instead of
+// linear_forward_by_gemm's bias copy into y followed by a GEMM with beta = 1 (which writes y
+// once more and makes the GEMM read it back). linear_weight_grad: dw = g^T x and db = column
+// sums of g by linear_weight_grad_by_gemm (one gemm launch, one reduce_cuda.cu launch).
 //
 // Layout. y[rows, out] = x[rows, in] w[out, in]^T is Backend::gemm with trans_a = false,
 // trans_b = true, m = rows, n = out, k = in. gemm_cuda.cu hands cuBLASLt the column-major
@@ -12,7 +14,7 @@
 // defaults only for integer and fp8 outputs), the dtype every operand of linear has;
 // float16/bfloat16 products accumulate in float and y is rounded once.
 //
-// When the unfused default runs instead:
+// When the unfused linear_forward_by_gemm runs instead:
 //  - no bias (nothing to fuse), or the test hook (linear_epilogue.h) turned the epilogue off;
 //  - in or out features below 2: PyTorch's addmm keeps its bias epilogue to mat2 dims > 1,
 //    noting that cuBLASLt's heuristic answered "invalid value" for a one-row or one-column
@@ -27,7 +29,7 @@
 // Both paths are run-to-run deterministic: the GEMM is the same cuBLASLt GEMM and the bias is
 // an elementwise add.
 //
-// Backward: linear_weight_grad keeps Backend's default (gemm for dw, the reduce kernel for db).
+// Backward: linear_weight_grad is linear_weight_grad_by_gemm (gemm for dw, the reduce kernel for db).
 // cuBLASLt's BGRADB epilogue could compute db (the column sums of g, a sum over the GEMM's k =
 // rows) inside the dw GEMM, but its documentation says nothing about how that sum is ordered:
 // cublasLt.h describes BGRADA/BGRADB with no word on determinism, and the cuBLAS guide's
@@ -68,7 +70,7 @@ cuda::LinearBiasPathCounts cuda::linear_bias_path_counts() { return {g_fused_cal
 void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
                                  const TensorView& y) {
   if (bias == nullptr) {  // y = x w^T: one plain GEMM
-    Backend::linear_forward(x, w, bias, y);
+    linear_forward_by_gemm(*this, x, w, bias, y);
     return;
   }
   const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
@@ -81,7 +83,12 @@ void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const
     }
   }
   g_unfused_calls.fetch_add(1, std::memory_order_relaxed);
-  Backend::linear_forward(x, w, bias, y);
+  linear_forward_by_gemm(*this, x, w, bias, y);
+}
+
+void CudaBackend::linear_weight_grad(const TensorView& g, const TensorView& x, const TensorView& dw,
+                                     const TensorView* db) {
+  linear_weight_grad_by_gemm(*this, g, x, dw, db);
 }
 
 }  // namespace tandem
