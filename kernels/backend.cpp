@@ -48,6 +48,9 @@ void Backend::sgd_step(const TensorView& param, const TensorView& grad, const Te
 void Backend::adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) { unsupported(*this, "adam_step"); }
 void Backend::compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) { unsupported(*this, "compress_min_max_uint8"); }
 void Backend::decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) { unsupported(*this, "decompress_min_max_uint8"); }
+// attention
+void Backend::attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const AttentionParams& p, const TensorView& out, const TensorView& lse) { unsupported(*this, "attention_forward"); }
+void Backend::attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& gout, const TensorView& lse, const AttentionParams& p, const TensorView& gq, const TensorView& gk, const TensorView& gv) { unsupported(*this, "attention_backward"); }
 
 // Linear defaults: exactly what the op front end did before these methods existed (a bias
 // copied into every row, then a GEMM adding x w^T; dw by GEMM, db by the Sum reduction), so

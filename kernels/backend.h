@@ -38,6 +38,18 @@ struct Pool2dParams {
   bool count_include_pad = true;  // avg pool only
 };
 
+// ---- attention (scaled-dot-product attention; engine/ops/attention.cpp) ----
+// Query row i of a head attends key j when !causal, or when j <= i + (Tk - Tq) (the causal mask
+// aligned bottom-right, so a query row appended to a KV cache sees every cached key). Dropout
+// on the probabilities: element (b, h, i, j) is kept when philox::uniform01(bits(seed, offset,
+// ((b * H + h) * Tq + i) * Tk + j)) >= dropout_p, and kept ones are scaled by 1 / (1 - p).
+struct AttentionParams {
+  double scale = 1.0;  // multiplies q k^T (1/sqrt(D) from the op)
+  bool causal = true;
+  double dropout_p = 0.0;
+  uint64_t seed = 0, offset = 0;  // the Philox draw of the dropout mask
+};
+
 // Kernel methods have a default that throws DeviceError("<kernel> is not implemented on the
 // <backend> backend"), so a backend can grow op by op; the CPU backend implements them all.
 class Backend {
@@ -202,6 +214,21 @@ class Backend {
   // double (one rounding for the product and sum: no compiler may contract it differently); NaN
   // in a flagged block.
   virtual void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out);
+
+  // ---- attention (one block: attention_forward, attention_backward) ----
+  // q [B, H, Tq, D], k and v [B, H, Tk, D], out [B, H, Tq, D]: any strides on the first three
+  // dims, stride 1 on D; one float dtype. out = dropout(softmax(scale q k^T, masked)) v per head;
+  // lse [B, H, Tq], contiguous, float32 (float64 for float64 inputs): the logsumexp of each row's
+  // masked, scaled scores (before dropout). Needs Tk >= 1, and Tq <= Tk when causal.
+  virtual void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const AttentionParams& p, const TensorView& out, const TensorView& lse);
+  // Gradients from gout (out's layout rule) given the forward's inputs, out and lse: the
+  // probabilities are recomputed from q, k and lse; gq, gk, gv are written (their shapes are
+  // q's, k's, v's; same stride rule), never accumulated into.
+  virtual void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const TensorView& out, const TensorView& gout, const TensorView& lse,
+                                  const AttentionParams& p, const TensorView& gq, const TensorView& gk,
+                                  const TensorView& gv);
 };
 
 // The backend for a device type. For CUDA in a build without CUDA, throws DeviceError

@@ -51,6 +51,10 @@ class CpuBackend final : public Backend {
   void adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
   void compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) override;
   void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) override;
+
+  // attention (kernels/cpu/attention_cpu.cpp)
+  void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const AttentionParams& p, const TensorView& out, const TensorView& lse) override;
+  void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& gout, const TensorView& lse, const AttentionParams& p, const TensorView& gq, const TensorView& gk, const TensorView& gv) override;
 };
 
 CpuBackend& cpu_backend();

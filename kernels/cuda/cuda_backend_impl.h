@@ -56,6 +56,10 @@ class CudaBackend final : public Backend {
   void adam_step_multi(const std::vector<TensorView>& params, const std::vector<TensorView>& grads, const std::vector<TensorView>& exp_avgs, const std::vector<TensorView>& exp_avg_sqs, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override;
   void compress_min_max_uint8(const TensorView& x, int64_t block, const TensorView& packed) override;
   void decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) override;
+
+  // attention (kernels/cuda/attention_cuda.cu)
+  void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const AttentionParams& p, const TensorView& out, const TensorView& lse) override;
+  void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& gout, const TensorView& lse, const AttentionParams& p, const TensorView& gq, const TensorView& gk, const TensorView& gv) override;
 };
 
 }  // namespace tandem
