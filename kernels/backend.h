@@ -36,6 +36,18 @@ struct Pool2dParams {
   bool count_include_pad = true;  // avg pool only
 };
 
+// The attention kernels' parameters (scaled-dot-product attention; engine/ops/attention.cpp).
+// Query row i of a head attends key j when !causal, or when j <= i + (Tk - Tq) (the causal mask
+// aligned bottom-right, so a query row appended to a KV cache sees every cached key). Dropout
+// on the probabilities: element (b, h, i, j) is kept when philox::uniform01(bits(seed, offset,
+// ((b * H + h) * Tq + i) * Tk + j)) >= dropout_p, and kept ones are scaled by 1 / (1 - p).
+struct AttentionParams {
+  double scale = 1.0;  // multiplies q k^T (1/sqrt(D) from the op)
+  bool causal = true;
+  double dropout_p = 0.0;
+  uint64_t seed = 0, offset = 0;  // the Philox draw of the dropout mask
+};
+
 // Every method of Backend is pure and generated from kernels/kernel_list.def, which holds each
 // kernel's signature and contract; each backend declares its overrides from the same list.
 class Backend {

@@ -70,6 +70,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
                      int64_t ignore_index = -100, double label_smoothing = 0.0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
+// ---- attention ----
+// q [B, H, Tq, D], k and v [B, H, Tk, D] -> [B, H, Tq, D]: softmax(q k^T / sqrt(D) + mask) v per
+// (batch, head), as torch.nn.functional.scaled_dot_product_attention. With is_causal, query i
+// attends keys j <= i + (Tk - Tq) (the mask aligned bottom-right: Tq == Tk is the usual causal
+// mask, Tq == 1 after a KV cache sees every key) and Tq > Tk is a ShapeError. dropout_p drops
+// attention probabilities with the default Philox generator (pass 0 in eval). Inputs may be
+// strided views (heads split from one fused qkv projection); the output is a view stored
+// [B, Tq, H, D], so out.transpose(1, 2) is contiguous. float32/float64 on the CPU; float16 and
+// bfloat16 too on CUDA (float accumulation).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p = 0.0,
+                                    bool is_causal = true);
+
 // ---- convolution, pooling, normalization ----
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},

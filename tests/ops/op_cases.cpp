@@ -305,6 +305,39 @@ std::vector<OpCase> build_cases() {
   c.push_back({"mse_loss", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1]); }});
   c.push_back({"mse_loss_sum", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1], Reduction::Sum); }});
   c.push_back({"mse_loss_none", mse_inputs, [](const Inputs& in) { return mse_loss(in[0], in[1], Reduction::None); }});
+  // ---- attention: odd T and D, T = 1, a KV cache (Tq < Tk), q/k/v as views of one fused
+  // projection, dropout ----
+  auto attention_inputs = [](int64_t tq_lo, int64_t tq_hi, int64_t extra_keys_hi) {
+    return [=](Rng& rng, DType dt) {
+      const int64_t b = rand_dim(rng, 1, 2), h = rand_dim(rng, 1, 2), d = rand_dim(rng, 1, 5);
+      const int64_t tq = rand_dim(rng, tq_lo, tq_hi), tk = tq + rand_dim(rng, 0, extra_keys_hi);
+      return Inputs{randn64({b, h, tq, d}, dt, rng), randn64({b, h, tk, d}, dt, rng), randn64({b, h, tk, d}, dt, rng)};
+    };
+  };
+  auto attention = [](bool causal, double dropout_p = 0.0) {
+    return [=](const Inputs& in) {
+      if (dropout_p > 0) manual_seed(77);  // the same mask on every evaluation
+      return scaled_dot_product_attention(in[0], in[1], in[2], dropout_p, causal);
+    };
+  };
+  c.push_back({"attention_causal", attention_inputs(1, 7, 0), attention(true)});
+  c.push_back({"attention_causal_one_query_one_key", attention_inputs(1, 1, 0), attention(true)});
+  c.push_back({"attention_causal_kv_cache", attention_inputs(1, 3, 5), attention(true)});
+  c.push_back({"attention_full_cross", attention_inputs(1, 4, 4), attention(false)});
+  c.push_back({"attention_dropout", attention_inputs(2, 7, 2), attention(true, 0.3)});
+  c.push_back({"attention_fused_qkv",
+               [](Rng& rng, DType dt) {
+                 const int64_t t = rand_dim(rng, 1, 6), h = rand_dim(rng, 1, 3), d = rand_dim(rng, 1, 4);
+                 return Inputs{randn64({rand_dim(rng, 1, 2), t, 3 * h * d}, dt, rng),
+                               Tensor::zeros({h}, DType::Int64)};  // carries H in its shape
+               },
+               [](const Inputs& in) {
+                 // [B, T, 3 * H * D] -> [B, T, 3, H, D] -> q, k, v as [B, H, T, D] strided views.
+                 const int64_t h = in[1].size(0), d = in[0].size(2) / (3 * h);
+                 Tensor qkv = in[0].view({in[0].size(0), in[0].size(1), 3, h, d});
+                 auto heads = [&](int64_t i) { return qkv.select(2, i).permute({0, 2, 1, 3}); };
+                 return scaled_dot_product_attention(heads(0), heads(1), heads(2));
+               }});
   // ---- convolution and pooling ----
   c.push_back({"conv2d_stride_pad_bias",
                [](Rng& rng, DType dt) {

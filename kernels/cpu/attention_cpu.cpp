@@ -1,0 +1,259 @@
+// Scaled-dot-product attention on the CPU, flash-attention style: for each (batch, head) and
+// tile of kTile query rows, the key/value tiles stream through an online softmax (running row
+// max m, running sum l, output rescaled by exp(m_old - m_new)), so the only score storage is one
+// kTile x kTile tile per thread; the logsumexp m + log(l) of each row is saved for the backward.
+// The backward recomputes each probability tile from q, k and that logsumexp (P = exp(S - lse))
+// and uses Delta_i = rowsum(dO_i * O_i) for the softmax gradient: dS = P * (dP - Delta).
+//
+// The tile products are Eigen GEMMs on maps of the operands' rows (the D dim has stride 1; rows
+// may have any stride, so q/k/v views of a fused qkv projection are read in place); exp runs
+// vectorized over whole tile rows. kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
+// tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
+//
+// Threads: the forward splits (batch, head, query tile) items over OpenMP threads, the backward
+// (batch, head) pairs (a head's dQ is accumulated over its key tiles by one thread, so no
+// reduction across threads). Below kParallelWork multiply-adds one thread runs everything, since
+// starting a parallel region costs more than small work (kernels/cpu/gemm_cpu.cpp).
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/tensor/philox.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tandem {
+
+namespace {
+
+constexpr int64_t kTile = 64;
+constexpr int64_t kParallelWork = int64_t(1) << 20;  // B * H * Tq * Tk * D
+
+template <typename T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ConstRows = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using Rows = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
+
+// Sizes of one call and the mask rule.
+struct Geometry {
+  int64_t B, H, Tq, Tk, D;
+  bool causal;
+  // Keys query row i sees: [0, visible(i)).
+  int64_t visible(int64_t i) const { return causal ? std::min(Tk, i + (Tk - Tq) + 1) : Tk; }
+};
+
+Geometry geometry_of(const TensorView& q, const TensorView& k, bool causal) {
+  return {q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], causal};
+}
+
+// One operand's [T, D] matrix of head (b, h).
+template <typename T>
+struct HeadMatrix {
+  T* data;
+  int64_t row_stride;
+  ConstRows<T> rows(int64_t first, int64_t count, int64_t D) const {
+    return ConstRows<T>(data + first * row_stride, count, D, Eigen::OuterStride<>(row_stride));
+  }
+  Rows<T> rows_mut(int64_t first, int64_t count, int64_t D) const {
+    return Rows<T>(data + first * row_stride, count, D, Eigen::OuterStride<>(row_stride));
+  }
+};
+
+template <typename T>
+HeadMatrix<T> head(const TensorView& x, int64_t b, int64_t h) {
+  return {x.ptr<T>() + b * x.strides[0] + h * x.strides[1], x.strides[2]};
+}
+
+// The dropout factors (0 or 1/(1-p)) of `count` consecutive mask elements starting at flat
+// index `first`: the Philox draw of element i is lane i % 4 of block offset + i / 4, one block
+// evaluated per 4 elements (philox::bits, batched).
+template <typename T>
+void dropout_factors(const AttentionParams& p, uint64_t first, int64_t count, T* out) {
+  const float drop = float(p.dropout_p);
+  const T keep_scale = p.dropout_p < 1.0 ? T(1.0 / (1.0 - p.dropout_p)) : T(0);
+  int64_t c = 0;
+  while (c < count) {
+    const uint64_t i = first + uint64_t(c), block = p.offset + i / 4;
+    const philox::U32x4 r = philox::philox4x32_10({{uint32_t(block), uint32_t(block >> 32), 0u, 0u}},
+                                                  uint32_t(p.seed), uint32_t(p.seed >> 32));
+    for (uint64_t lane = i % 4; lane < 4 && c < count; ++lane, ++c)
+      out[c] = philox::uniform01(r.v[lane]) >= drop ? keep_scale : T(0);
+  }
+}
+
+// Factors for the rows x cols tile at query i0, key j0 of head bh.
+template <typename T>
+void dropout_tile(const Geometry& g, const AttentionParams& p, int64_t bh, int64_t i0, int64_t j0, int64_t rows,
+                  int64_t cols, RowMat<T>& factors) {
+  for (int64_t r = 0; r < rows; ++r)
+    dropout_factors<T>(p, uint64_t((bh * g.Tq + i0 + r) * g.Tk + j0), cols, factors.row(r).data());
+}
+
+// Per-thread tiles.
+template <typename T>
+struct Workspace {
+  RowMat<T> scores, factors, grad_scores, acc_a, acc_b;
+  Eigen::Array<T, Eigen::Dynamic, 1> row_max, row_sum;
+  explicit Workspace(int64_t D)
+      : scores(kTile, kTile), factors(kTile, kTile), grad_scores(kTile, kTile), acc_a(kTile, D), acc_b(kTile, D),
+        row_max(kTile), row_sum(kTile) {}
+};
+
+// Forward of query rows [i0, i0 + rows) of one head: out rows and their logsumexp.
+template <typename T>
+void forward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const HeadMatrix<T>& q,
+                  const HeadMatrix<T>& k, const HeadMatrix<T>& v, const HeadMatrix<T>& out, T* lse, int64_t i0,
+                  int64_t rows, Workspace<T>& w) {
+  const int64_t D = g.D;
+  const ConstRows<T> Q = q.rows(i0, rows, D);
+  auto O = w.acc_a.topRows(rows);
+  O.setZero();
+  auto m = w.row_max.head(rows);
+  auto l = w.row_sum.head(rows);
+  m.setConstant(-std::numeric_limits<T>::infinity());
+  l.setZero();
+  const int64_t keys = g.visible(i0 + rows - 1);  // the tile's last row sees the most
+  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    const int64_t cols = std::min(kTile, keys - j0);
+    auto S = w.scores.topLeftCorner(rows, cols);
+    S.noalias() = T(p.scale) * (Q * k.rows(j0, cols, D).transpose());
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t seen = std::clamp<int64_t>(g.visible(i0 + r) - j0, 0, cols);
+      // Key tiles run in order from 0 and row r sees key 0, so m(r) is finite after tile 0.
+      const T tile_max = seen > 0 ? S.row(r).head(seen).maxCoeff() : -std::numeric_limits<T>::infinity();
+      const T m_new = std::max(m(r), tile_max);
+      const T rescale = std::exp(m(r) - m_new);
+      S.row(r).head(seen) = (S.row(r).head(seen).array() - m_new).exp().matrix();
+      S.row(r).tail(cols - seen).setZero();
+      l(r) = l(r) * rescale + S.row(r).head(seen).sum();
+      O.row(r) *= rescale;
+      m(r) = m_new;
+    }
+    if (p.dropout_p > 0.0) {
+      dropout_tile<T>(g, p, bh, i0, j0, rows, cols, w.factors);
+      S.array() *= w.factors.topLeftCorner(rows, cols).array();
+    }
+    O.noalias() += S * v.rows(j0, cols, D);
+  }
+  out.rows_mut(i0, rows, D) = O.array().colwise() / l;
+  for (int64_t r = 0; r < rows; ++r) lse[i0 + r] = m(r) + std::log(l(r));
+}
+
+template <typename T>
+void forward(const TensorView& qv, const TensorView& kv, const TensorView& vv, const AttentionParams& p,
+             const TensorView& outv, const TensorView& lsev) {
+  const Geometry g = geometry_of(qv, kv, p.causal);
+  const int64_t tiles = (g.Tq + kTile - 1) / kTile, items = g.B * g.H * tiles;
+  const bool parallel = g.B * g.H * g.Tq * g.Tk * g.D >= kParallelWork && items > 1 && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    Workspace<T> w(g.D);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t bh = item / tiles, b = bh / g.H, h = bh % g.H, i0 = (item % tiles) * kTile;
+      forward_tile<T>(g, p, bh, head<T>(qv, b, h), head<T>(kv, b, h), head<T>(vv, b, h), head<T>(outv, b, h),
+                      lsev.ptr<T>() + bh * g.Tq, i0, std::min(kTile, g.Tq - i0), w);
+    }
+  }
+}
+
+// The operands of one head's backward.
+template <typename T>
+struct HeadGrads {
+  HeadMatrix<T> q, k, v, out, gout, gq, gk, gv;
+  const T* lse;
+  T* delta;  // [Tq] scratch: rowsum(gout * out)
+};
+
+// Query rows [i0, i0 + rows) against key rows [j0, j0 + cols): adds to gq's rows and to the
+// key tile's gk (w.acc_a) and gv (w.acc_b) accumulators.
+template <typename T>
+void backward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const HeadGrads<T>& hg, int64_t i0,
+                   int64_t rows, int64_t j0, int64_t cols, Workspace<T>& w) {
+  const int64_t D = g.D;
+  const ConstRows<T> Q = hg.q.rows(i0, rows, D), K = hg.k.rows(j0, cols, D), dO = hg.gout.rows(i0, rows, D);
+  auto P = w.scores.topLeftCorner(rows, cols);
+  P.noalias() = T(p.scale) * (Q * K.transpose());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t seen = std::clamp<int64_t>(g.visible(i0 + r) - j0, 0, cols);
+    P.row(r).head(seen) = (P.row(r).head(seen).array() - hg.lse[i0 + r]).exp().matrix();
+    P.row(r).tail(cols - seen).setZero();
+  }
+  auto dP = w.grad_scores.topLeftCorner(rows, cols);
+  dP.noalias() = dO * hg.v.rows(j0, cols, D).transpose();
+  if (p.dropout_p > 0.0) {
+    dropout_tile<T>(g, p, bh, i0, j0, rows, cols, w.factors);
+    const auto F = w.factors.topLeftCorner(rows, cols);
+    w.acc_b.topRows(cols).noalias() += (P.array() * F.array()).matrix().transpose() * dO;
+    dP.array() *= F.array();
+  } else {
+    w.acc_b.topRows(cols).noalias() += P.transpose() * dO;
+  }
+  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> delta(hg.delta + i0, rows);
+  dP.array() = P.array() * (dP.array().colwise() - delta);  // dS, in dP's storage
+  hg.gq.rows_mut(i0, rows, D).noalias() += T(p.scale) * (dP * K);
+  w.acc_a.topRows(cols).noalias() += T(p.scale) * (dP.transpose() * Q);
+}
+
+template <typename T>
+void backward_head(const Geometry& g, const AttentionParams& p, int64_t bh, const HeadGrads<T>& hg, Workspace<T>& w) {
+  const int64_t D = g.D;
+  for (int64_t i = 0; i < g.Tq; ++i)
+    hg.delta[i] = hg.gout.rows(i, 1, D).cwiseProduct(hg.out.rows(i, 1, D)).sum();
+  hg.gq.rows_mut(0, g.Tq, D).setZero();
+  for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
+    const int64_t cols = std::min(kTile, g.Tk - j0);
+    w.acc_a.topRows(cols).setZero();
+    w.acc_b.topRows(cols).setZero();
+    // The first query row that sees key j0, rounded down to its query tile.
+    const int64_t first = g.causal ? std::max<int64_t>(0, j0 - (g.Tk - g.Tq)) : 0;
+    for (int64_t i0 = first / kTile * kTile; i0 < g.Tq; i0 += kTile)
+      backward_tile<T>(g, p, bh, hg, i0, std::min(kTile, g.Tq - i0), j0, cols, w);
+    hg.gk.rows_mut(j0, cols, D) = w.acc_a.topRows(cols);
+    hg.gv.rows_mut(j0, cols, D) = w.acc_b.topRows(cols);
+  }
+}
+
+template <typename T>
+void backward(const TensorView& qv, const TensorView& kv, const TensorView& vv, const TensorView& outv,
+              const TensorView& goutv, const TensorView& lsev, const AttentionParams& p, const TensorView& gqv,
+              const TensorView& gkv, const TensorView& gvv) {
+  const Geometry g = geometry_of(qv, kv, p.causal);
+  const int64_t heads = g.B * g.H;
+  const bool parallel = heads * g.Tq * g.Tk * g.D >= kParallelWork && heads > 1 && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    Workspace<T> w(g.D);
+    std::vector<T> delta(size_t(g.Tq));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < heads; ++bh) {
+      const int64_t b = bh / g.H, h = bh % g.H;
+      const HeadGrads<T> hg{head<T>(qv, b, h),    head<T>(kv, b, h),  head<T>(vv, b, h),  head<T>(outv, b, h),
+                            head<T>(goutv, b, h), head<T>(gqv, b, h), head<T>(gkv, b, h), head<T>(gvv, b, h),
+                            lsev.ptr<T>() + bh * g.Tq, delta.data()};
+      backward_head<T>(g, p, bh, hg, w);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   const AttentionParams& p, const TensorView& out, const TensorView& lse) {
+  cpu::dispatch_float(q.dtype, "attention_forward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    forward<T>(q, k, v, p, out, lse);
+  });
+}
+
+void CpuBackend::attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                    const TensorView& out, const TensorView& gout, const TensorView& lse,
+                                    const AttentionParams& p, const TensorView& gq, const TensorView& gk,
+                                    const TensorView& gv) {
+  cpu::dispatch_float(q.dtype, "attention_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    backward<T>(q, k, v, out, gout, lse, p, gq, gk, gv);
+  });
+}
+
+}  // namespace tandem
