@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace tandem::cpu {
@@ -65,8 +66,12 @@ void pack_a(const Problem& P, const SgemmKernel& K, int64_t i0, int64_t mb, int6
       for (int64_t p = 0; p < kb; ++p) {
         const float* src = P.a + (p0 + p) * P.lda + i0 + ir;
         float* d = dst + p * mr;
-        for (int i = 0; i < rows; ++i) d[i] = src[i];
-        for (int i = rows; i < mr; ++i) d[i] = 0.0f;
+        if (rows == mr) {
+          std::memcpy(d, src, size_t(mr) * sizeof(float));
+        } else {
+          for (int i = 0; i < rows; ++i) d[i] = src[i];
+          for (int i = rows; i < mr; ++i) d[i] = 0.0f;
+        }
       }
     }
   }
@@ -82,8 +87,12 @@ void pack_b(const Problem& P, const SgemmKernel& K, int64_t p0, int64_t kb, int6
       for (int64_t p = 0; p < kb; ++p) {
         const float* src = P.b + (p0 + p) * P.ldb + j0 + jr;
         float* d = dst + p * nr;
-        for (int j = 0; j < cols; ++j) d[j] = src[j];
-        for (int j = cols; j < nr; ++j) d[j] = 0.0f;
+        if (cols == nr) {
+          std::memcpy(d, src, size_t(nr) * sizeof(float));
+        } else {
+          for (int j = 0; j < cols; ++j) d[j] = src[j];
+          for (int j = cols; j < nr; ++j) d[j] = 0.0f;
+        }
       }
     } else {
       K.pack_rows(P.b + (j0 + jr) * P.ldb + p0, P.ldb, cols, nr, kb, dst);
@@ -172,8 +181,8 @@ SgemmBlocking sgemm_blocking(const SgemmKernel& kernel) {
   const int64_t l3 = std::min<int64_t>(cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20), 32 << 20);
   const int64_t f = int64_t(sizeof(float));
   SgemmBlocking b;
-  b.kc = std::clamp<int64_t>(round_down(l1 * 2 / 3 / (kernel.nr * f), 8), 64, 512);
-  b.mc = std::clamp<int64_t>(round_down(l2 / 2 / (b.kc * f), kernel.mr), kernel.mr, 4096);
+  b.kc = std::clamp<int64_t>(round_down(l1 / (kernel.nr * f), 8), 64, 512);
+  b.mc = std::clamp<int64_t>(round_down(l2 / 4 / (b.kc * f), kernel.mr), kernel.mr, 4096);
   b.nc = std::clamp<int64_t>(round_down(l3 / 2 / (b.kc * f), kernel.nr), kernel.nr, 4096);
   return b;
 }
