@@ -9,6 +9,8 @@
 #include <cstring>
 #include <new>
 
+#include "kernels/cpu/gemm/sgemm_dot.h"
+
 namespace tandem::cpu {
 
 namespace {
@@ -196,6 +198,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     return;
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
+#if defined(__x86_64__)
+  if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.isa != CpuIsa::Portable) {
+    const bool parallel = max_threads > 1 && m * n * k >= kSgemmParallelWork && !omp_in_parallel();
+#pragma omp parallel num_threads(max_threads) if (parallel)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+      sgemm_dot_avx2(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
+    }
+    return;
+  }
+#endif
   const SgemmBlocking B = sgemm_blocking(K);
   // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
   const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;
