@@ -260,6 +260,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
     strategy_->setup_optimizer(*optimizer_config_.optimizer);
     progress_ = FitProgress{};
     resume_skip_batches_ = 0;
+    resume_world_size_ = 0;
     resume_after_batch_pending_ = false;
     should_stop = false;
     logger_connector_.clear();
