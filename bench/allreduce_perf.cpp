@@ -209,6 +209,9 @@ int main(int argc, char** argv) {
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "allreduce_perf: %s\n", e.what());
     return 2;
+  } catch (const DeviceError& e) {  // e.g. nccl without a GPU for this rank: this program's flag for another backend
+    std::fprintf(stderr, "allreduce_perf: %s (--backend mpi)\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "allreduce_perf: %s\n", e.what());
     return 1;

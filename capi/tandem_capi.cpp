@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/tandem/run_config.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/config/config_args.h"
 #include "engine/core/error.h"
 #include "engine/data/host_array_data_module.h"
@@ -168,6 +169,26 @@ int tandem_trainer_destroy(tandem_trainer* trainer) {
   return guarded([&] { delete trainer; });
 }
 
+namespace {
+
+// Runs the first example through the model (eval mode, no graph) so that features the model does
+// not take are bad input, found before any training or communication.
+void check_features(trainer::LightningModule& module, const float* inputs, int64_t num_features) {
+  const bool was_training = module.is_training();
+  module.eval();
+  try {
+    NoGradGuard no_grad;
+    module.forward(Tensor::from_vector(std::vector<float>(inputs, inputs + num_features), {1, num_features}));
+  } catch (const ShapeError& e) {
+    module.train(was_training);
+    throw ConfigError("tandem_fit: the model does not take examples of num_features=" + std::to_string(num_features) +
+                      " (" + e.what() + "); pass the number of features it was built for");
+  }
+  module.train(was_training);
+}
+
+}  // namespace
+
 int tandem_fit(tandem_trainer* trainer, tandem_model* model, const float* inputs, int64_t num_examples,
                int64_t num_features, const int64_t* targets, const tandem_data_options* options) {
   return guarded([&] {
@@ -180,6 +201,7 @@ int tandem_fit(tandem_trainer* trainer, tandem_model* model, const float* inputs
       throw ConfigError("tandem_fit: num_examples=" + std::to_string(num_examples) + " and num_features=" +
                         std::to_string(num_features) + " must both be >= 1");
     }
+    check_features(*model->module, inputs, num_features);
     data::HostArrayOptions o;
     o.batch_size = options->batch_size;
     o.val_size = options->val_size;

@@ -1,6 +1,7 @@
 // The one file with backend #ifs: TANDEM_WITH_MPI comes from CMake (collectives/mpi/* is only
 // compiled when MPI was found).
 #include "collectives/communicator_factory.h"
+#include "collectives/rank_failure.h"
 
 #include "collectives/local_communicator.h"
 #if TANDEM_WITH_NCCL
@@ -59,6 +60,15 @@ void init_comm_runtime(CommBackend backend, int* argc, char*** argv) {
   if (!comm_backend_compiled_in(backend)) not_built(backend);
 #if TANDEM_WITH_MPI
   mpi::ensure_mpi_initialized(argc, argv);
+#endif
+}
+
+void announce_rank_failure(const std::string& error_type, int exit_code) {
+#if TANDEM_WITH_MPI
+  mpi::announce_rank_failure(error_type, exit_code);
+#else
+  (void)error_type;
+  (void)exit_code;
 #endif
 }
 

@@ -2,6 +2,7 @@
 // program, so a user program can register its own accelerators and then hand its arguments to
 // it (apps/examples/xpu/xpu_cli.cpp); main.cpp only calls it.
 // Exit codes: 0 success, 2 usage or configuration errors (ConfigError), 1 anything else.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -11,6 +12,10 @@
 #include "apps/tandem/subcommands.h"
 #include "engine/config/edit_distance.h"
 #include "engine/core/error.h"
+
+#ifndef TANDEM_VERSION_STRING
+#error "TANDEM_VERSION_STRING must be the CMake project version (apps/CMakeLists.txt)"
+#endif
 
 namespace tandem::cli {
 
@@ -41,8 +46,10 @@ std::string g_program = "tandem";  // argv[0], set by run_cli
 
 void print_usage(std::ostream& out) {
   out << "usage: tandem <subcommand> [--config run.yaml] [--print_config] [--plugin=lib.so] "
-         "[--SECTION.KEY=VALUE ...]\n\nsubcommands:\n";
-  for (const auto& s : subcommands()) out << "  " << s.name << "  " << s.summary << "\n";
+         "[--SECTION.KEY=VALUE ...]\n       tandem --version\n\nsubcommands:\n";
+  size_t width = 0;
+  for (const auto& s : subcommands()) width = std::max(width, s.name.size());
+  for (const auto& s : subcommands()) out << "  " << s.name << std::string(width - s.name.size() + 2, ' ') << s.summary << "\n";
   out << "\n`tandem <subcommand> --help` lists its options. --plugin=lib.so loads accelerators from a\n"
          "shared library exporting tandem_register_accelerators (docs/ACCELERATORS.md).\n";
 }
@@ -53,6 +60,10 @@ const std::string& invoked_program() { return g_program; }
 
 int run_cli(const std::string& program, const std::vector<std::string>& args) {
   if (!program.empty()) g_program = program;
+  if (!args.empty() && args[0] == "--version") {
+    std::cout << "tandem " << TANDEM_VERSION_STRING << "\n";
+    return 0;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     print_usage(args.empty() ? std::cerr : std::cout);
     return args.empty() ? 2 : 0;

@@ -7,10 +7,64 @@
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/config/trainer_section.h"
+#include "engine/strategies/bagua/bagua_algorithm.h"
+#include "engine/strategies/strategy.h"
 #include "engine/trainer/callbacks/callback_config.h"
 #include "models/registry.h"
 
 namespace tandem::cli {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// trainer.strategy's one-line help, from the strategy registry (plugins' strategies included).
+std::string strategy_option_help() {
+  return "auto, " + joined(strategy_registry().names()) +
+         "; with options: --trainer.strategy.<option>=VALUE or {name: bagua, algorithm: bytegrad} (listed below; "
+         "docs/STRATEGIES.md)";
+}
+
+// Every registered strategy with its description and options, and bagua's algorithms with theirs.
+std::string strategies_help() {
+  std::ostringstream out;
+  out << "\ntrainer.strategy: auto (Lightning's choice), or one of these; options as "
+         "--trainer.strategy.OPTION=VALUE\n";
+  for (const auto& entry : strategy_registry().entries()) {
+    out << "  " << entry.name << "  " << entry.description << "\n";
+    if (entry.name != "bagua") continue;
+    out << "      algorithm  (default: gradient_allreduce)  one of:\n";
+    for (const auto& algorithm : bagua::bagua_algorithm_registry().entries()) {
+      out << "        " << algorithm.name << "  " << algorithm.description << "\n";
+      for (const auto& [option, value] : algorithm.default_params) {
+        out << "            " << option << "  (default: " << (value.empty() ? "unset" : value) << ")\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+// The strategy name and options --print_config shows are the ones plan and fit accept: the
+// registry builds the strategy (and throws ConfigError) just as planning does.
+void check_strategy(const YAML::Node& config) {
+  const YAML::Node strategy = get_config_value(config, "trainer.strategy");
+  if (!strategy || strategy.IsNull()) return;  // a tree without a trainer section (the C interface's model flags)
+  const auto [name, options] = strategy_from_yaml(strategy, "trainer.strategy");
+  if (lower_case(name) == "auto") {
+    if (!options.empty()) {
+      throw ConfigError("--trainer.strategy=auto takes no options (given " + options.begin()->first +
+                        "); name the strategy they belong to, e.g. --trainer.strategy=bagua");
+    }
+    return;
+  }
+  strategy_registry().create(name, options);
+}
+
+}  // namespace
 
 ConfigSchema make_run_schema() {
   ConfigSchema schema;
@@ -30,7 +84,11 @@ ConfigSchema make_run_schema() {
                                 "checkpoint to start from: a .safetensors path, \"last\" or \"best\" (fit: resume)");
   ckpt.nullable = true;
   schema.add_option(ckpt);
-  schema.add_section(trainer_section());
+  SectionSpec trainer = trainer_section();
+  for (OptionSpec& option : trainer.options) {
+    if (option.name == "strategy") option.help = strategy_option_help();
+  }
+  schema.add_section(trainer);
   schema.add_section(models::model_section());
   schema.add_section(data_section());
   schema.add_section(optimizer_section());
@@ -47,6 +105,7 @@ ConfigSchema make_run_schema() {
 }
 
 void resolve_run_config(YAML::Node& config) {
+  check_strategy(config);
   models::resolve_model_section(config);
   resolve_optimizer_sections(config);
   trainer::resolve_callbacks_config(config);
@@ -76,7 +135,7 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
       << "\noptimizer: built by configure_optimizers (--optimizer=NAME, default Adam)\n"
       << class_section_help("optimizer", optimizer_classes())
       << "\nlr_scheduler: optional (--lr_scheduler=NAME, default CosineAnnealingLR over the run; null: none)\n"
-      << class_section_help("lr_scheduler", lr_scheduler_classes())
+      << class_section_help("lr_scheduler", lr_scheduler_classes()) << strategies_help()
       << "\ntrainer.callbacks: a list of {name: CLASS, OPTION: VALUE, ...}, e.g.\n"
       << "  --trainer.callbacks='[LearningRateMonitor, {name: EarlyStopping, monitor: val_loss, patience: 3}]'\n";
   for (const auto& c : trainer::callback_classes()) {

@@ -33,6 +33,14 @@ std::string ckpt_path_of(const YAML::Node& config) {
   return v.IsNull() ? "" : v.Scalar();
 }
 
+// The run a --config file points at: a config.yaml that fit saved in its log directory
+// (lightning_logs/version_N), whose checkpoints ckpt_path=last|best then mean; "" otherwise.
+std::string run_dir_of(const std::vector<std::string>& config_files) {
+  if (config_files.empty()) return "";
+  const std::filesystem::path dir = std::filesystem::path(config_files.back()).parent_path();
+  return dir.filename().string().rfind("version_", 0) == 0 ? dir.string() : "";
+}
+
 // LightningCLI's SaveConfigCallback: the resolved config next to the run's logs, so
 // `tandem test --config <log_dir>/config.yaml --ckpt_path=...` rebuilds the same model. Written
 // when fit sets up (rank 0), so a run that is interrupted or fails still has it.
@@ -146,6 +154,7 @@ int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::T
   }
   trainer::Trainer trainer(std::move(trainer_options), std::move(plan));
   const std::string ckpt_path = ckpt_path_of(config);
+  if (const std::string dir = run_dir_of(run.args.config_files); !dir.empty()) trainer.set_checkpoint_run_dir(dir);
 
   if (stage == "fit") {
     trainer.fit(model, datamodule, ckpt_path);

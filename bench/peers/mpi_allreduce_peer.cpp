@@ -97,6 +97,17 @@ PerfResult run_size(const AllreducePerfArgs& a, int64_t bytes, bool in_place, in
 
 }  // namespace
 
+// allreduce_perf's flags that the peer takes (the others exit 2 saying so).
+const char* peer_usage() {
+  return "flags (nccl-tests' spellings; -x V, -xV, --long V and --long=V all work):\n"
+         "  -b,--minbytes  -e,--maxbytes  bytes, suffix K, M or G (default 32M)\n"
+         "  -f,--stepfactor N (>= 2, default 2)   -i,--stepbytes N (additive steps instead)\n"
+         "  -n,--iters N (20)  -w,--warmup_iters N (5)  -c,--check N (1; 0: no check)\n"
+         "  -d,--datatype float|double|int32|int64 (float)   -o,--op sum|prod|max|min|avg (sum)\n"
+         "  -z,--blocking 1  -C,--report_cputime 0|1  -t,--nthreads 1  -g,--ngpus 1  -p,--parallel_init 0\n"
+         "  -y,--stream_null 0  -G,--cudagraph 0  -R,--local_register 0   --backend mpi\n";
+}
+
 int main(int argc, char** argv) {
   AllreducePerfArgs args;
   try {
@@ -113,7 +124,11 @@ int main(int argc, char** argv) {
     if (args.op == "all") throw tandem::ConfigError("-o all: the plain-MPI peer runs one op; give sum, prod, max, min or avg");
     perf_sizes(args, args.datatype);
   } catch (const tandem::ConfigError& e) {
-    std::fprintf(stderr, "mpi_allreduce_peer: %s\n%s", e.what(), allreduce_perf_usage());
+    if (std::string(e.what()) == "usage") {
+      std::printf("usage: mpi_allreduce_peer [flags]\n%s", peer_usage());
+      return 0;
+    }
+    std::fprintf(stderr, "mpi_allreduce_peer: %s\n%s", e.what(), peer_usage());
     return 2;
   }
   MPI_Init(&argc, &argv);

@@ -1,5 +1,6 @@
 #include "collectives/mpi/arrival_tracker.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -8,6 +9,7 @@ namespace tandem::collectives::mpi {
 namespace {
 constexpr int kQueryTag = 1;
 constexpr int kAnswerTag = 2;
+static_assert(ArrivalTracker::kFailureNoticeTag != kQueryTag && ArrivalTracker::kFailureNoticeTag != kAnswerTag);
 }  // namespace
 
 ArrivalTracker::ArrivalTracker(MPI_Comm ctl) : ctl_(ctl) {
@@ -50,6 +52,18 @@ void ArrivalTracker::service() {
     send(status.MPI_SOURCE, kAnswerTag, {query[0], int64_t(entered_), rank_});
   }
   reap_sends();
+}
+
+std::optional<ArrivalTracker::FailureNotice> ArrivalTracker::failure_notice() {
+  int flag = 0;
+  MPI_Status status;
+  MPI_Iprobe(MPI_ANY_SOURCE, kFailureNoticeTag, ctl_, &flag, &status);
+  if (!flag) return std::nullopt;
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  std::string text(size_t(std::max(count, 0)), '\0');
+  MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kFailureNoticeTag, ctl_, MPI_STATUS_IGNORE);
+  return FailureNotice{status.MPI_SOURCE, text};
 }
 
 std::string ArrivalTracker::missing_ranks(uint64_t seq, std::chrono::milliseconds grace) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <string>
 
 namespace tandem::collectives::mpi {
@@ -33,6 +34,15 @@ class ArrivalTracker {
   // queries meanwhile), and returns e.g. "rank 3 (no answer: busy outside a collective, or
   // dead); rank 2 (behind, at collective #4)", or "" when every rank had arrived.
   std::string missing_ranks(uint64_t seq, std::chrono::milliseconds grace);
+
+  // A failure notice another rank sent on this control communicator (mpi_runtime.h,
+  // announce_rank_failure), if one has arrived: who failed and with what type of error.
+  static constexpr int kFailureNoticeTag = 3;
+  struct FailureNotice {
+    int rank;
+    std::string error_type;
+  };
+  std::optional<FailureNotice> failure_notice();
 
  private:
   using Msg = std::array<int64_t, 3>;  // {query id, sequence number, asking/answering rank}

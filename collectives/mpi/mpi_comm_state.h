@@ -19,6 +19,7 @@ struct MpiCommState {
   CommOptions options;
   std::unique_ptr<ArrivalTracker> tracker;  // null once the communicator is destroyed
   std::string failure;                      // the first timeout or error; non-empty = failed
+  bool peer_failed = false;                 // failed because another rank announced its failure
 
   // Requests of timed-out operations: MPI may still complete them (a late rank arrives) and
   // write into their buffers, so the buffers stay alive here until then.

@@ -134,6 +134,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   MPI_Comm_size(node, &s.local_size);
   MPI_Comm_free(&node);
   s.tracker = std::make_unique<mpi::ArrivalTracker>(s.ctl);
+  mpi::register_comm_state(state_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -143,8 +144,9 @@ MpiCommunicator::~MpiCommunicator() {
   if (finalized) return;  // too late to free anything; MPI took it all down
   // Give operations abandoned by a timeout a bounded chance to finish (a late rank may still
   // arrive); what remains keeps its buffers forever and makes exit abort instead of finalize.
+  // Not when a rank failed and said so: it will never arrive.
   const auto deadline = std::chrono::steady_clock::now() +
-                        std::min<Millis>(s.options.timeout, std::chrono::seconds(5));
+                        (s.peer_failed ? Millis(0) : std::min<Millis>(s.options.timeout, std::chrono::seconds(5)));
   for (;;) {
     bool pending = false;
     for (auto& a : s.abandoned) {
@@ -166,9 +168,11 @@ MpiCommunicator::~MpiCommunicator() {
     }
   }
   s.abandoned.clear();
-  if (leaked) mpi::mark_mpi_unclean("a timed-out collective never completed: " + s.failure);
+  // After a failure a rank announced, the exit ends the job quietly (mpi_runtime.h).
+  if (leaked && !s.peer_failed) mpi::mark_mpi_unclean("a timed-out collective never completed: " + s.failure);
   persistent_.free_idle();
   s.tracker.reset();
+  if (mpi::job_failing()) return;  // the communicators stay for the MPI_Abort that ends the job
   MPI_Comm_free(&s.ctl);
   MPI_Comm_free(&s.comm);
 }

@@ -3,8 +3,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -33,10 +35,60 @@ std::mutex g_unclean_mutex;
 std::string g_unclean_reason;  // empty: clean
 std::atomic<bool> g_watchdog_armed{false};
 
+// Fail-fast state, under g_failure_mutex.
+std::mutex g_failure_mutex;
+std::vector<std::weak_ptr<MpiCommState>> g_comm_states;  // every MpiCommunicator's, expired ones pruned
+int g_failure_exit_code = 0;  // non-zero: this rank failed and announced it
+bool g_peer_failed = false;   // a notice of another rank's failure arrived
+MPI_Comm g_abort_comm = MPI_COMM_NULL;  // the largest live communicator when the failure became known
+// Notices in flight: MPI owns the buffers until the sends complete, and the process is ending.
+struct Notice { MPI_Request request; std::string text; };
+std::list<Notice>* g_notices = new std::list<Notice>;
+
+// How long a rank that received a notice waits at exit for the failing rank to end the job: the
+// failing rank reports its error before it aborts, and an abort from here could cut that short.
+constexpr auto kPeerFailureGrace = std::chrono::seconds(3);
+
+// The largest communicator still alive (its MPI_Abort reaches every process of the job, ddp_spawn's
+// spawned ones included); with g_failure_mutex held.
+void choose_abort_comm() {
+  int largest = 0;
+  for (const auto& weak : g_comm_states) {
+    if (auto s = weak.lock(); s && s->comm != MPI_COMM_NULL && s->size > largest) {
+      largest = s->size;
+      g_abort_comm = s->comm;
+    }
+  }
+}
+
+[[noreturn]] void end_failed_job(int exit_code, bool wait_for_failing_rank) {
+  if (wait_for_failing_rank) std::this_thread::sleep_for(kPeerFailureGrace);
+  MPI_Comm comm = MPI_COMM_WORLD;
+  {
+    std::lock_guard<std::mutex> lock(g_failure_mutex);
+    if (g_abort_comm != MPI_COMM_NULL) comm = g_abort_comm;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(comm, exit_code);
+  std::_Exit(exit_code);
+}
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  int failure_exit_code = 0;
+  bool peer_failed = false;
+  {
+    std::lock_guard<std::mutex> lock(g_failure_mutex);
+    failure_exit_code = g_failure_exit_code;
+    peer_failed = g_peer_failed;
+  }
+  // A failure this rank announced (it has reported it) or was told of: MPI_Finalize would wait
+  // for ranks that stopped, and the error is already on the screen once.
+  if (failure_exit_code != 0) end_failed_job(failure_exit_code, false);
+  if (peer_failed) end_failed_job(1, true);
   std::string reason;
   {
     std::lock_guard<std::mutex> lock(g_unclean_mutex);
@@ -81,6 +133,46 @@ void ensure_mpi_initialized(int* argc, char*** argv) {
 }
 
 bool tandem_owns_mpi() { return g_owned; }
+
+void register_comm_state(const std::shared_ptr<MpiCommState>& state) {
+  std::lock_guard<std::mutex> lock(g_failure_mutex);
+  std::erase_if(g_comm_states, [](const std::weak_ptr<MpiCommState>& s) { return s.expired(); });
+  g_comm_states.push_back(state);
+}
+
+void announce_rank_failure(const std::string& error_type, int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  std::lock_guard<std::mutex> lock(g_failure_mutex);
+  bool told = false;
+  for (const auto& weak : g_comm_states) {
+    const auto s = weak.lock();
+    if (!s || s->ctl == MPI_COMM_NULL || s->size < 2) continue;
+    for (int r = 0; r < s->size; ++r) {
+      if (r == s->rank) continue;
+      g_notices->push_back({MPI_REQUEST_NULL, error_type});
+      Notice& n = g_notices->back();
+      MPI_Isend(n.text.data(), int(n.text.size()), MPI_CHAR, r, ArrivalTracker::kFailureNoticeTag, s->ctl, &n.request);
+      told = true;
+    }
+  }
+  if (!told) return;  // no other rank: the error ends this process as any other
+  if (g_failure_exit_code == 0) g_failure_exit_code = exit_code;
+  choose_abort_comm();
+}
+
+void note_peer_failure() {
+  std::lock_guard<std::mutex> lock(g_failure_mutex);
+  g_peer_failed = true;
+  if (g_abort_comm == MPI_COMM_NULL) choose_abort_comm();
+}
+
+bool job_failing() {
+  std::lock_guard<std::mutex> lock(g_failure_mutex);
+  return g_failure_exit_code != 0 || g_peer_failed;
+}
 
 void mark_mpi_unclean(const std::string& why) {
   std::lock_guard<std::mutex> lock(g_unclean_mutex);

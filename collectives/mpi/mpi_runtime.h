@@ -11,7 +11,10 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
+
+#include "collectives/mpi/mpi_comm_state.h"
 
 namespace tandem::collectives::mpi {
 
@@ -28,6 +31,21 @@ void mark_mpi_unclean(const std::string& why);
 // Starts a detached thread that calls abort_job(why) after `grace` (once per process): the
 // thrown CommError gets time to be reported, and the job still ends if nobody handles it.
 void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why);
+
+// ---- fail-fast (docs/COLLECTIVES.md, "When one rank fails") ----
+// Every MpiCommunicator registers its state, so a failing rank can tell the peers of each.
+void register_comm_state(const std::shared_ptr<MpiCommState>& state);
+// The failing rank: sends a failure notice (error_type, ArrivalTracker::kFailureNoticeTag on each live
+// communicator's control communicator) to every other rank, and, when Tandem owns MPI, makes
+// the exit MPI_Abort(exit_code) without a message. Never throws.
+void announce_rank_failure(const std::string& error_type, int exit_code);
+// A rank that received a notice: at exit (when Tandem owns MPI) it waits a few seconds for the
+// failing rank to end the job, then ends it itself, without a message.
+void note_peer_failure();
+// True once this process announced or received a failure: the job is ending, and communicators
+// keep their MPI communicators for the abort instead of freeing them.
+bool job_failing();
+
 // Whether the MPI library takes CUDA device pointers, as it says at run time
 // (MPIX_Query_cuda_support, an Open MPI extension from <mpi-ext.h>; the headers' compile-time
 // MPIX_CUDA_AWARE_SUPPORT only says how they were built). False for MPIs without the query.

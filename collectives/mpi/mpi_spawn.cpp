@@ -55,6 +55,10 @@ MPI_Comm spawn_and_merge(const std::string& program, const std::vector<std::stri
   std::string lines;
   for (const std::string& e : env) lines += (lines.empty() ? "" : "\n") + e;
   if (!lines.empty()) MPI_Info_set(info, "env", lines.c_str());  // Open MPI's key: one KEY=VALUE per line
+  // Open MPI gives a process started without mpirun one slot per core (or what
+  // orte_set_default_slots says) and refuses to spawn past them (MPI_ERR_SPAWN); like mpirun's
+  // relaunch (ddp), the spawn may place more ranks than slots. Within the slots it changes nothing.
+  MPI_Info_set(info, "map_by", "slot:OVERSUBSCRIBE");
   MPI_Comm children = MPI_COMM_NULL;
   std::vector<int> errors(size_t(count), MPI_SUCCESS);
   const int rc = MPI_Comm_spawn(program.c_str(), argv.data(), count, info, 0, MPI_COMM_SELF, &children, errors.data());

@@ -1,4 +1,5 @@
 #include "collectives/mpi/mpi_work.h"
+#include "collectives/rank_failure.h"
 
 #include <algorithm>
 #include <chrono>
@@ -71,12 +72,28 @@ void MpiWork::wait(Millis timeout) {
     const auto waited = now - start;
     if (waited > std::chrono::milliseconds(100)) std::this_thread::sleep_for(std::chrono::microseconds(50));
     else if (waited > std::chrono::milliseconds(1)) std::this_thread::yield();
-    // A long wait may be another rank's timeout investigation: answer it.
+    // A long wait may be another rank's timeout investigation: answer it. Or the rank it waits
+    // for may have failed and said so: stop now instead of at the timeout.
     if (now >= next_service && state_->tracker) {
       state_->tracker->service();
+      if (auto notice = state_->tracker->failure_notice()) fail_after_peer_failure(*notice);
       next_service = now + std::chrono::milliseconds(2);
     }
   }
+}
+
+void MpiWork::fail_after_peer_failure(const ArrivalTracker::FailureNotice& notice) {
+  MpiCommState& s = *state_;
+  const std::string msg = description() + " on rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
+                          " stopped because rank " + std::to_string(notice.rank) + " failed (" + notice.error_type +
+                          "; rank " + std::to_string(notice.rank) + " reports it)";
+  if (s.failure.empty()) s.failure = msg;
+  s.peer_failed = true;
+  s.abandoned.push_back({std::move(requests_), std::move(buffers_)});
+  requests_.clear();
+  error_ = "this operation failed earlier: " + msg;
+  note_peer_failure();
+  throw collectives::PeerFailedError(msg);
 }
 
 void MpiWork::fail(const std::string& what, bool timed_out) {

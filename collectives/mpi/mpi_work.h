@@ -26,6 +26,7 @@ class MpiWork : public Work {
  private:
   bool test();
   [[noreturn]] void fail(const std::string& what, bool timed_out);
+  [[noreturn]] void fail_after_peer_failure(const ArrivalTracker::FailureNotice& notice);
 
   std::shared_ptr<MpiCommState> state_;
   uint64_t seq_;

@@ -306,7 +306,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int device_index,
                       std::to_string(device_index) + "), but " +
                       (count != cudaSuccess ? std::string("no GPU is usable: ") + cudaGetErrorString(count)
                                             : std::to_string(visible) + " GPU(s) are visible") +
-                      "; use the mpi backend (--trainer.process_group_backend=mpi) or one GPU per rank");
+                      "; use the mpi backend or one GPU per rank");
   }
   cuda_check(cudaSetDevice(device_index), "cudaSetDevice");
   ncclUniqueId id;

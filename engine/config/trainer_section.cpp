@@ -39,8 +39,8 @@ SectionSpec trainer_section() {
              "which devices: k (first k), -1 or auto (all), [1, 3] or \"1, 3\" (those GPUs); on "
              "cpu, the number of processes"));
   OptionSpec strategy = make_option("strategy", ValueKind::Any, YAML::Node("auto"),
-                                    "auto, single_device, ddp, ddp_spawn, dp, ddp2, horovod, bagua, or a registered "
-                                    "strategy; with options: --trainer.strategy.<option>=VALUE or "
+                                    "auto, or a registered strategy (the command line lists them from the "
+                                    "registry); with options: --trainer.strategy.<option>=VALUE or "
                                     "{name: bagua, algorithm: bytegrad} (docs/STRATEGIES.md)");
   strategy.takes_sub_options = true;
   strategy.validate = [](const YAML::Node& v, const std::string& key) { strategy_from_yaml(v, key); };

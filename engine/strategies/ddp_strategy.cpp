@@ -65,8 +65,13 @@ std::shared_ptr<collectives::Communicator> make_world_communicator(const Strateg
   // NCCL drives this rank's GPU (the plan's process device, e.g. cuda:3 for --trainer.devices=2,3).
   const CommBackend backend = comm_backend_for(env, device, strategy);
   const int device_index = device.is_cuda() ? device.index : -1;
-  if (env.host_comm) return collectives::make_communicator(backend, *env.host_comm, options, device_index);
-  return collectives::make_communicator(backend, options, device_index);
+  try {
+    if (env.host_comm) return collectives::make_communicator(backend, *env.host_comm, options, device_index);
+    return collectives::make_communicator(backend, options, device_index);
+  } catch (const DeviceError& e) {
+    // The collectives know no command line; the Trainer's flag for choosing another backend:
+    throw DeviceError(std::string(e.what()) + " (--trainer.process_group_backend=mpi)");
+  }
 }
 
 void DDPStrategy::setup_environment(const StrategyEnvironment& env) {

@@ -5,6 +5,7 @@
 //   epoch, global_step            current_epoch and optimizer steps when it was written
 //   loops.fit                     batch_in_epoch, total_batch_idx, epoch_finished: where the
 //                                 fit loop stood (a mid-epoch save resumes at the next batch);
+//                                 batch_size: the per-rank batch batch_in_epoch counts in;
 //                                 after_batch_pending: saved inside on_train_batch_end (a step
 //                                 or time checkpoint), so the resumed run first does that batch's
 //                                 after-batch work (epoch scheduler step, validation when due)
@@ -47,7 +48,8 @@ nlohmann::json Trainer::dump_trainer_state() {
                        {"total_batch_idx", progress_.total_batch_idx},
                        {"epoch_finished", progress_.epoch_finished},
                        {"after_batch_pending", progress_.after_batch_pending},
-                       {"num_training_batches", num_training_batches_}};
+                       {"num_training_batches", num_training_batches_},
+                       {"batch_size", train_batch_size_}};
   if (optimizer_config_.optimizer) s["optimizer_class"] = optimizer_config_.optimizer->name();
   if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
   const Generator& g = default_generator();
@@ -99,6 +101,7 @@ void Trainer::save_checkpoint(const std::string& path) {
 void Trainer::restore_weights(const std::string& path) {
   const Checkpoint ckpt = load_checkpoint(path);
   module_->load_state_dict(ckpt.model);
+  announce_restore("Loaded model weights from the checkpoint at", path, ckpt);
   if (ckpt.trainer_state.is_object() && ckpt.trainer_state.contains("module")) {
     module_->on_load_checkpoint(ckpt.trainer_state["module"]);
   }
@@ -147,8 +150,20 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
   const nlohmann::json& s = ckpt.trainer_state;
   const bool saved_has_schedule = ckpt.scheduler.is_object();
   optim::LRScheduler* sched = config.scheduler.get();
+  if (!sched && !saved_has_schedule) {
+    // Constant rates both: the loaded groups hold the checkpoint's; this run's configured one wins.
+    const std::vector<double> saved_lrs = group_lrs(optimizer);
+    if (saved_lrs == configured_lrs) return;
+    for (size_t i = 0; i < optimizer.param_groups().size() && i < configured_lrs.size(); ++i) {
+      optimizer.param_groups()[i].set_lr(configured_lrs[i]);
+    }
+    if (is_global_zero) {
+      std::printf("note: the checkpoint trained at the constant lr %s; this run configures lr %s, which training "
+                  "continues at\n", lrs_text(saved_lrs).c_str(), lrs_text(configured_lrs).c_str());
+    }
+    return;
+  }
   if (!sched) {
-    if (!saved_has_schedule) return;
     // The checkpoint's scheduler left its last rate in the groups; this run asked for a constant one.
     for (size_t i = 0; i < optimizer.param_groups().size() && i < configured_lrs.size(); ++i) {
       optimizer.param_groups()[i].set_lr(configured_lrs[i]);
@@ -184,8 +199,17 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
 
 }  // namespace
 
+void Trainer::announce_restore(const char* what, const std::string& path, const Checkpoint& ckpt) const {
+  if (!is_global_zero()) return;
+  std::printf("%s %s\n", what, path.c_str());
+  const std::string warning = unverified_metadata_warning(path, ckpt);
+  if (!warning.empty()) std::fprintf(stderr, "tandem: %s\n", warning.c_str());
+  std::fflush(stdout);
+}
+
 void Trainer::restore_fit_state(const std::string& path) {
   const Checkpoint ckpt = load_checkpoint(path);
+  announce_restore("Restoring states from the checkpoint path at", path, ckpt);
   if (ckpt.trainer_state.is_object() && ckpt.optimizer) {
     refuse_other_optimizer(path, ckpt.trainer_state, *optimizer_config_.optimizer);
   }
@@ -196,6 +220,7 @@ void Trainer::restore_fit_state(const std::string& path) {
                     "for validate/test/predict, or resume from a checkpoint written by ModelCheckpoint");
   }
   int64_t saved_world_size = world_size();
+  resume_batch_size_ = 0;
   try {
     if (ckpt.optimizer) {
       const std::vector<double> configured_lrs = group_lrs(*optimizer_config_.optimizer);
@@ -224,7 +249,13 @@ void Trainer::restore_fit_state(const std::string& path) {
     // A finished epoch resumes at the next one; a save inside an epoch resumes at its next batch.
     progress_.epoch = finished ? epoch + 1 : epoch;
     resume_skip_batches_ = finished ? 0 : counter(fit.at("batch_in_epoch"), "loops.fit.batch_in_epoch");
-    if (s.contains("world_size")) saved_world_size = counter(s.at("world_size"), "world_size");
+    // World size and batch size multiply into an example count: bounded to 2^31 so it cannot overflow.
+    const auto size = [&](const nlohmann::json& value, const char* name) {
+      return json_integer(value, "cannot resume fit from " + path + ": its trainer state has " + name, 0,
+                          int64_t(1) << 31);
+    };
+    if (s.contains("world_size")) saved_world_size = size(s.at("world_size"), "world_size");
+    resume_batch_size_ = fit.contains("batch_size") ? size(fit.at("batch_size"), "loops.fit.batch_size") : 0;
     progress_.batch_in_epoch = resume_skip_batches_;
     resume_after_batch_pending_ = !finished && fit.value("after_batch_pending", false);
 
@@ -249,37 +280,65 @@ void Trainer::restore_fit_state(const std::string& path) {
     throw DataError("cannot resume fit from " + path + ": its saved state holds a value out of range (" + e.what() +
                     "); the checkpoint is corrupt: use another one");
   }
-  if (saved_world_size != world_size()) {
-    // Weights and optimizer state are the same on every rank, so they load at any world size;
-    // epochs and optimizer steps mean the same too. Inside an epoch, though, a rank's batch
-    // index counts per-rank batches: k of them at W ranks cover the first k*W*B examples of the
-    // epoch's global order (DistributedSampler), so at W' ranks that is k*W/W' batches,
-    // rounded down (a few examples are seen again rather than skipped).
-    const int64_t saved = saved_world_size;
-    const int64_t before = resume_skip_batches_;
-    // Both below 2^53 (checked above): the product fits in 128 bits, and a position past 2^53
-    // batches is a damaged file.
-    const __int128 rescaled = __int128(before) * saved / world_size();
-    if (rescaled >= (__int128(1) << 53))
-      throw DataError("cannot resume fit from " + path + ": its mid-epoch position " + std::to_string(before) +
-                      " at world size " + std::to_string(saved) + " is beyond any epoch; the checkpoint is corrupt");
-    if (saved > 0 && before > 0) resume_skip_batches_ = int64_t(rescaled);
-    progress_.batch_in_epoch = resume_skip_batches_;
-    if (is_global_zero()) {
-      std::printf("note: resuming a checkpoint written at world size %lld on world size %d", static_cast<long long>(saved),
-                  world_size());
-      if (before > 0) {
-        std::printf("; mid-epoch position %lld per-rank batches becomes %lld", static_cast<long long>(before),
-                    static_cast<long long>(resume_skip_batches_));
-      }
-      std::printf("\n");
-    }
+  resume_world_size_ = saved_world_size;
+}
+
+// Inside an epoch a rank's batch index counts per-rank batches: k of them at W ranks of B
+// examples cover the first k*W*B examples of the epoch's global order (DistributedSampler), so
+// at W' ranks of B' that is k*W*B / (W'*B') batches. Weights, optimizer state, epochs and
+// optimizer steps mean the same at any world size and batch size.
+void Trainer::rescale_resume_position(int64_t batch_size) {
+  if (resume_world_size_ == 0) return;  // not resuming
+  const int64_t saved_world = resume_world_size_, saved_batch = resume_batch_size_ ? resume_batch_size_ : batch_size;
+  resume_world_size_ = 0;
+  if (saved_world == world_size() && saved_batch == batch_size) return;
+  const int64_t before = resume_skip_batches_;
+  // Each factor is below 2^53 (checked when read), so the products fit in 128 bits.
+  const __int128 seen = __int128(before) * saved_world * saved_batch;
+  const __int128 per_batch = __int128(world_size()) * batch_size;
+  const __int128 rescaled = seen / per_batch;
+  if (saved_batch != batch_size && seen % per_batch != 0) {
+    // Rounding would train some examples of this epoch twice or skip some: refused.
+    throw ConfigError("cannot resume fit from " + ckpt_path_ + " inside its epoch with batch size " +
+                      std::to_string(batch_size) + ": it was saved after " + std::to_string(before) +
+                      " batches of " + std::to_string(saved_batch) + " per rank at world size " +
+                      std::to_string(saved_world) + ", i.e. " + std::to_string(int64_t(seen)) +
+                      " examples of the epoch, which is not a whole number of batches of " +
+                      std::to_string(batch_size) + " at world size " + std::to_string(world_size()) +
+                      "; resume with --data.batch_size=" + std::to_string(saved_batch) +
+                      " (the checkpoint's), a batch size that divides that count, or from a checkpoint saved at "
+                      "the end of an epoch");
   }
+  if (rescaled >= (__int128(1) << 53))
+    throw DataError("cannot resume fit from " + ckpt_path_ + ": its mid-epoch position " + std::to_string(before) +
+                    " at world size " + std::to_string(saved_world) + " is beyond any epoch; the checkpoint is corrupt");
+  resume_skip_batches_ = int64_t(rescaled);
+  progress_.batch_in_epoch = resume_skip_batches_;
+  if (!is_global_zero()) return;
+  if (saved_world != world_size()) {
+    std::printf("note: resuming a checkpoint written at world size %lld on world size %d",
+                static_cast<long long>(saved_world), world_size());
+  } else {
+    std::printf("note: resuming a checkpoint written with batch size %lld at batch size %lld",
+                static_cast<long long>(saved_batch), static_cast<long long>(batch_size));
+  }
+  if (before > 0) {
+    // Rounded down at another world size alone: a few examples are seen again rather than skipped.
+    std::printf("; mid-epoch position %lld per-rank batches (%lld examples) becomes %lld%s", static_cast<long long>(before),
+                static_cast<long long>(seen), static_cast<long long>(resume_skip_batches_),
+                seen % per_batch ? ", rounded down: the last few examples before it are seen again" : "");
+  }
+  std::printf("\n");
 }
 
 // ---- ckpt_path: a file, "last" or "best" ----
 
 std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::string>* looked) {
+  if (!checkpoint_run_dir_.empty()) {  // the run the user pointed at, alone
+    const std::string dir = (fs::path(checkpoint_run_dir_) / "checkpoints").string();
+    looked->push_back(dir);
+    return find_last_checkpoint(dir);
+  }
   // This run's checkpoint directories first, then the newest version under lightning_logs.
   for (const auto& cb : callbacks_) {
     auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get());
@@ -291,12 +350,25 @@ std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::stri
     }
   }
   const fs::path logs = fs::path(options_.default_root_dir) / "lightning_logs";
+  std::optional<std::string> newest;
+  std::vector<std::string> runs;  // the versions with checkpoints, newest first
   const std::vector<int> versions = CSVLogger::existing_versions(options_.default_root_dir);
   for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
-    if (auto found = find_last_checkpoint((logs / ("version_" + std::to_string(*v)) / "checkpoints").string())) return found;
+    const std::string run = "version_" + std::to_string(*v);
+    if (auto found = find_last_checkpoint((logs / run / "checkpoints").string())) {
+      if (!newest) newest = found;
+      runs.push_back(run);
+    }
   }
-  looked->push_back((logs / "version_*" / "checkpoints").string());
-  return std::nullopt;
+  if (runs.size() > 1 && is_global_zero()) {
+    std::string others;
+    for (size_t i = 1; i < runs.size(); ++i) others += (i > 1 ? ", " : "") + runs[i];
+    std::printf("note: %zu runs under %s have checkpoints; using the newest, %s (not %s); point at another with "
+                "--config %s/<version>/config.yaml, or pass a checkpoint file\n",
+                runs.size(), logs.string().c_str(), runs[0].c_str(), others.c_str(), logs.string().c_str());
+  }
+  if (!newest) looked->push_back((logs / "version_*" / "checkpoints").string());
+  return newest;
 }
 
 namespace {

@@ -62,6 +62,16 @@ std::string json_to_yaml(const nlohmann::json& value) {
 CSVLogger::CSVLogger(std::string root_dir, std::string name, std::optional<int> version)
     : root_dir_(std::move(root_dir)), name_(std::move(name)), version_(version) {}
 
+CSVLogger::~CSVLogger() {
+  if (!created_dir_) return;
+  std::error_code ec;
+  const fs::path dir = log_dir();
+  if (fs::is_empty(dir, ec) && !ec) {
+    fs::remove(dir, ec);
+    fs::remove(dir.parent_path(), ec);  // lightning_logs too, when that leaves it empty
+  }
+}
+
 std::vector<int> CSVLogger::existing_versions(const std::string& root_dir, const std::string& name) {
   std::vector<int> out;
   const fs::path dir = fs::path(root_dir) / name;
@@ -85,7 +95,7 @@ int CSVLogger::version() {
   std::error_code ec;
   version_ = next;
   // Claim the directory now, so a second Trainer in this process picks the next number.
-  fs::create_directories(fs::path(log_dir()), ec);
+  created_dir_ = fs::create_directories(fs::path(log_dir()), ec);
   if (ec) throw DataError("cannot create the log directory " + log_dir() + ": " + ec.message() +
                           "; set --trainer.default_root_dir to a writable directory");
   return *version_;

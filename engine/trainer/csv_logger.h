@@ -25,6 +25,11 @@ class CSVLogger {
  public:
   explicit CSVLogger(std::string root_dir, std::string name = "lightning_logs",
                      std::optional<int> version = std::nullopt);
+  // Removes the version directory it created when nothing was written in it (a command that
+  // failed before logging anything leaves no empty version_N behind).
+  ~CSVLogger();
+  CSVLogger(const CSVLogger&) = delete;
+  CSVLogger& operator=(const CSVLogger&) = delete;
 
   std::string name() const { return name_; }
   // The N of every <root_dir>/<name>/version_N directory, ascending (empty when there are none).
@@ -50,6 +55,7 @@ class CSVLogger {
 
   std::string root_dir_, name_;
   std::optional<int> version_;
+  bool created_dir_ = false;  // version() created log_dir()
   std::set<std::string> metric_names_;  // sorted: the column order after step, epoch
   struct Row {
     int64_t step;

@@ -43,6 +43,8 @@ void Trainer::run_fit() {
     std::fflush(stdout);
   }
   num_training_batches_ = limited_batches(options_.limit_train_batches, train_loader->num_batches(), "limit_train_batches");
+  train_batch_size_ = train_loader->batch_size();
+  rescale_resume_position(train_batch_size_);
   num_val_batches_ = val_loader ? limited_batches(options_.limit_val_batches, val_loader->num_batches(), "limit_val_batches") : 0;
 
   val_check_batch_ = 0;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "collectives/communicator.h"
+#include "collectives/rank_failure.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/core/error.h"
@@ -246,9 +247,30 @@ void Trainer::write_hparams() {
   logger_->log_hyperparams(hparams);
 }
 
+namespace {
+
+// Fail-fast (collectives/rank_failure.h): with several processes, an error that only this rank
+// may know of is announced to the others before it propagates from a stage, so that their
+// collectives stop at once instead of waiting for the timeout. Left alone: CommError (the
+// communicator already fails or aborts the job) and NonFiniteLossError (the ranks agree on it
+// in a collective and stop together).
+void announce_failure(const std::exception& error, int world_size, int rank) {
+  if (world_size < 2) return;
+  if (dynamic_cast<const CommError*>(&error) || dynamic_cast<const NonFiniteLossError*>(&error)) return;
+  collectives::announce_rank_failure(job_failure_from(error, rank).error, dynamic_cast<const ConfigError*>(&error) ? 2 : 1);
+}
+
+}  // namespace
+
 void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const std::string& ckpt_path) {
   fitting_ = true;
-  attach(model, datamodule, "fit");
+  try {
+    attach(model, datamodule, "fit");
+  } catch (const std::exception& e) {
+    fitting_ = false;
+    announce_failure(e, world_size(), global_rank());
+    throw;
+  }
   try {
     optimizer_config_ = model.configure_optimizers();
     TANDEM_CHECK(optimizer_config_.optimizer != nullptr, ConfigError,
@@ -260,6 +282,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
     strategy_->setup_optimizer(*optimizer_config_.optimizer);
     progress_ = FitProgress{};
     resume_skip_batches_ = 0;
+    resume_world_size_ = 0;
     resume_after_batch_pending_ = false;
     should_stop = false;
     logger_connector_.clear();
@@ -279,6 +302,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
     for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
     fitting_ = false;
     detach("fit");
+    announce_failure(e, world_size(), global_rank());
     throw;
   }
   fitting_ = false;
@@ -321,7 +345,12 @@ void Trainer::beat(const char* phase, int64_t batch_idx, bool waits_for_peers) {
 template <typename Body>
 auto Trainer::run_stage(LightningModule& model, data::DataModule& datamodule, const std::string& stage,
                         const std::string& ckpt_path, Body&& body) -> decltype(body()) {
-  attach(model, datamodule, stage);
+  try {
+    attach(model, datamodule, stage);
+  } catch (const std::exception& e) {
+    announce_failure(e, world_size(), global_rank());
+    throw;
+  }
   decltype(body()) result;
   try {
     const std::string resolved = resolve_ckpt_path(ckpt_path);
@@ -331,6 +360,7 @@ auto Trainer::run_stage(LightningModule& model, data::DataModule& datamodule, co
   } catch (const std::exception& e) {
     for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
     detach(stage);
+    announce_failure(e, world_size(), global_rank());
     throw;
   }
   detach(stage);

@@ -36,6 +36,8 @@ namespace tandem::data { class DataLoader; }
 
 namespace tandem::trainer {
 
+struct Checkpoint;  // checkpoint.h
+
 class ModelCheckpoint;
 
 // A training loss (or gradient) that is NaN or infinite. The run stops before the optimizer
@@ -107,6 +109,10 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   // The checkpoint the current stage loaded (resolved "last"/"best"); empty when none.
   const std::string& ckpt_path() const { return ckpt_path_; }
+  // The run ckpt_path="last"/"best" refer to: a log directory (lightning_logs/version_N) whose
+  // checkpoints/ they are looked up in, alone. Unset, they look in this run's checkpoint
+  // directories, then in the newest version_N that has checkpoints (saying which when several do).
+  void set_checkpoint_run_dir(std::string dir) { checkpoint_run_dir_ = std::move(dir); }
   const ExecutionPlan& plan() const { return plan_; }
   Strategy& strategy() { return *strategy_; }
   int world_size() const { return strategy_->world_size(); }
@@ -223,6 +229,10 @@ class Trainer {
   nlohmann::json dump_trainer_state();
   void restore_fit_state(const std::string& path);
   void restore_weights(const std::string& path);
+  // A mid-epoch position saved at another world size or batch size, in this run's batches.
+  void rescale_resume_position(int64_t batch_size);
+  // Says on rank 0 which file a stage restored (and warns when its metadata is unverified).
+  void announce_restore(const char* what, const std::string& path, const Checkpoint& ckpt) const;
   void log_step_rows(const Metrics& rows, int64_t step);
 
   TrainerOptions options_;
@@ -241,7 +251,12 @@ class Trainer {
   bool fitting_ = false;
   FitProgress progress_;
   std::string ckpt_path_;
+  std::string checkpoint_run_dir_;
   int64_t resume_skip_batches_ = 0;  // batches of the resumed epoch already done before saving
+  // The world size and per-rank batch size resume_skip_batches_ counts in (the saved run's;
+  // batch size 0 when the checkpoint did not record it), rescaled by run_fit.
+  int64_t resume_world_size_ = 0, resume_batch_size_ = 0;
+  int64_t train_batch_size_ = 0;  // this fit's per-rank training batch size
   bool resume_after_batch_pending_ = false;  // the checkpoint was saved inside on_train_batch_end
   int64_t num_training_batches_ = 0, num_val_batches_ = 0, num_test_batches_ = 0;
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;

@@ -50,6 +50,24 @@ TEST(AllreducePerfCli, FlagsThatCannotApplyExit2SayingWhy) {
   EXPECT_TRUE(help.out_has("-a,--average 0|1|2|3")) << help.out;
 }
 
+// The plain-MPI peer's usage offers only what it takes: every choice it lists runs.
+TEST(AllreducePerfCli, ThePeersUsageOffersOnlyWhatItAccepts) {
+  const CommandResult help = perf("-h", 0, PEER_PATH);
+  EXPECT_EQ(help.exit_code, 0) << help.out << help.err;
+  EXPECT_TRUE(help.out_has("-d,--datatype float|double|int32|int64 (float)")) << help.out;
+  for (const char* refused : {"mpi|nccl", "|local", "half", "bfloat16", "|all", "--agg_iters", "--run_cycles", "--average",
+                              "--timeout"}) {
+    EXPECT_FALSE(help.out_has(refused)) << refused << " is offered:\n" << help.out;
+  }
+  const CommandResult bad = perf("--backend nccl", 0, PEER_PATH);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(bad.err_has("--backend mpi\n")) << bad.err;
+  for (const char* type : {"float", "double", "int32", "int64"}) {
+    const CommandResult r = perf(std::string("-b 64 -e 64 -n 1 -w 0 -d ") + type, 2, PEER_PATH);
+    EXPECT_EQ(r.exit_code, 0) << type << r.out << r.err;
+  }
+}
+
 TEST(AllreducePerfCli, NcclTestsFlagsAsUsersTypeThem) {
   // 3 sizes x 5 ops x 2 cycles of half precision, 2 operations per timed iteration, the slowest
   // rank's time; the accepted "off" values of the thread/device flags change nothing.

@@ -127,6 +127,13 @@ int main(int argc, char** argv) {
               "--model.hidden=[3]", "--trainer.*", "a model flag given to the trainer");
   check_error(tandem_fit(trainer, model, NULL, PER_RANK, FEATURES, y, &data), TANDEM_CONFIG_ERROR, "inputs", "NULL",
               "tandem_fit without inputs");
+  /* Features the model does not take: bad input, found before training changes anything. */
+  free(before), free(after);
+  before = parameters(reloaded, &count);
+  check_error(tandem_fit(trainer, reloaded, x, PER_RANK, FEATURES - 1, y, &data), TANDEM_CONFIG_ERROR,
+              "num_features=", "built for", "features that disagree with the model");
+  after = parameters(reloaded, &count);
+  check(memcmp(before, after, sizeof(float) * (size_t)count) == 0, "a refused tandem_fit left the weights as they were");
   check_error(tandem_metric(trainer, "no_such_metric", &unused), TANDEM_CONFIG_ERROR, "no_such_metric", "val_loss",
               "an unknown metric");
   small = (float*)malloc(sizeof(float));

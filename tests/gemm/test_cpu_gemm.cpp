@@ -1,7 +1,8 @@
 // The packed float32 GEMM (kernels/cpu/gemm) against a float64 reference on every instruction
 // set this CPU can execute: all transpose combinations, sizes around the register tile and the
-// cache blocks, alpha/beta, leading dimensions wider than the matrix, the fused bias, threads,
-// and through CpuBackend (batched, broadcast strides, linear_forward); and TANDEM_CPU_ISA's errors.
+// cache blocks (n = 1 and n < 16 with B transposed take the dot-product path), alpha/beta,
+// leading dimensions wider than the matrix, the fused bias, threads, and through CpuBackend
+// (batched, broadcast strides, linear_forward); and TANDEM_CPU_ISA's errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,6 +146,8 @@ TEST(CpuGemm, RowsBeyondOneCacheBlockAndThreads) {
     check({true, false, 96, 80, k, 2, 1.0f, 0.5f, true, 2});
     check({false, false, 3 * kernel.mr + 1, 7 * kernel.nr + 3, k * 96 * 80 / (3 * kernel.mr * 7 * kernel.nr) + 1,
            0, 1.0f, 0.0f, false, 2});
+    // A narrow C (the dot-product path on AVX2 / AVX-512), rows split over 2 threads.
+    check({false, true, 1000, 16, kSgemmParallelWork / (1000 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
   }
 }
 

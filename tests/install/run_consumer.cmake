@@ -4,7 +4,9 @@
 # the package refuses a version it does not provide and that nothing it exports points back into
 # the source or build tree.
 # The C host (consumer_c, tests/capi/test_capi.c against tandem::c) runs under mpirun -np 2.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...] [-DSANITIZE=...] -P run_consumer.cmake
+# With MPI, host projects in C and Fortran (tests/install/host_languages) find the package.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCXX_COMPILER=... [-DMPIEXEC=...]
+#         [-DFORTRAN_COMPILER=...] [-DSANITIZE=...] -P run_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer.cmake needs -D${var}=...")
@@ -63,6 +65,18 @@ if(NOT MPIEXEC)
   message(STATUS "no MPI in this build: the C consumer (it needs MPI) was not run")
   return()
 endif()
+# Host projects in C and in Fortran (no C++ enabled) find the package (configure only).
+foreach(languages "C" "Fortran C")
+  if(languages MATCHES "Fortran" AND NOT FORTRAN_COMPILER)
+    continue()
+  endif()
+  string(REPLACE " " "_" dir "${languages}")
+  run("find_package(tandem) from a ${languages} project" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/host_languages
+      -B ${WORK_DIR}/host_${dir} -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix} "-DHOST_LANGUAGES=${languages}")
+  if(NOT last_output MATCHES "tandem found from a ${languages} project")
+    message(FATAL_ERROR "the ${languages} host project configured without finding tandem:\n${last_output}")
+  endif()
+endforeach()
 # A host program of a sanitized package carries none of the build's sanitizer defaults
 # (sanitizers/sanitizer_defaults.cpp): it names Open MPI's leak suppressions itself, with the
 # unwinder that lets them match (the same settings, from the environment).

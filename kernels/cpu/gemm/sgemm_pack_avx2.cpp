@@ -3,7 +3,7 @@
 // This is the packing of op(A) when A is not transposed and of op(B) when B is (the linear
 // layer's x and w): a scalar loop writes one float per store at a stride of `width`, which
 // costs 20-30% of a 256-row GEMM; here 8 rows x 8 k are loaded, transposed in registers and
-// stored as 8 runs of 8 contiguous floats (a masked store for the last 6 of a 14- or 6-wide panel).
+// stored as 8 runs of 8 contiguous floats (4 + 2 for the last 6 of a 14- or 6-wide panel).
 #include <cstring>
 
 #include "kernels/cpu/gemm/sgemm_pack.h"
@@ -50,8 +50,14 @@ __attribute__((target("avx2,fma"))) void pack_group(const float* src, int64_t ld
     transpose8(r);
     for (int q = 0; q < 8; ++q) {
       float* d = dst + (p + q) * width + g;
-      if (lanes == 8) _mm256_storeu_ps(d, r[q]);
-      else _mm256_maskstore_ps(d, mask, r[q]);
+      if (lanes == 8) {
+        _mm256_storeu_ps(d, r[q]);
+      } else if (lanes == 6) {  // 4 + 2 floats: AMD's masked stores are microcoded and slow
+        _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(r[q], 1));
+      } else {
+        _mm256_maskstore_ps(d, mask, r[q]);
+      }
     }
   }
   for (; p < kb; ++p)

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+
+#include "kernels/cpu/gemm/sgemm_dot.h"
 
 namespace tandem::cpu {
 
@@ -65,8 +68,12 @@ void pack_a(const Problem& P, const SgemmKernel& K, int64_t i0, int64_t mb, int6
       for (int64_t p = 0; p < kb; ++p) {
         const float* src = P.a + (p0 + p) * P.lda + i0 + ir;
         float* d = dst + p * mr;
-        for (int i = 0; i < rows; ++i) d[i] = src[i];
-        for (int i = rows; i < mr; ++i) d[i] = 0.0f;
+        if (rows == mr) {
+          std::memcpy(d, src, size_t(mr) * sizeof(float));
+        } else {
+          for (int i = 0; i < rows; ++i) d[i] = src[i];
+          for (int i = rows; i < mr; ++i) d[i] = 0.0f;
+        }
       }
     }
   }
@@ -82,8 +89,12 @@ void pack_b(const Problem& P, const SgemmKernel& K, int64_t p0, int64_t kb, int6
       for (int64_t p = 0; p < kb; ++p) {
         const float* src = P.b + (p0 + p) * P.ldb + j0 + jr;
         float* d = dst + p * nr;
-        for (int j = 0; j < cols; ++j) d[j] = src[j];
-        for (int j = cols; j < nr; ++j) d[j] = 0.0f;
+        if (cols == nr) {
+          std::memcpy(d, src, size_t(nr) * sizeof(float));
+        } else {
+          for (int j = 0; j < cols; ++j) d[j] = src[j];
+          for (int j = cols; j < nr; ++j) d[j] = 0.0f;
+        }
       }
     } else {
       K.pack_rows(P.b + (j0 + jr) * P.ldb + p0, P.ldb, cols, nr, kb, dst);
@@ -172,8 +183,8 @@ SgemmBlocking sgemm_blocking(const SgemmKernel& kernel) {
   const int64_t l3 = std::min<int64_t>(cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20), 32 << 20);
   const int64_t f = int64_t(sizeof(float));
   SgemmBlocking b;
-  b.kc = std::clamp<int64_t>(round_down(l1 * 2 / 3 / (kernel.nr * f), 8), 64, 512);
-  b.mc = std::clamp<int64_t>(round_down(l2 / 2 / (b.kc * f), kernel.mr), kernel.mr, 4096);
+  b.kc = std::clamp<int64_t>(round_down(l1 / (kernel.nr * f), 8), 64, 512);
+  b.mc = std::clamp<int64_t>(round_down(l2 / 4 / (b.kc * f), kernel.mr), kernel.mr, 4096);
   b.nc = std::clamp<int64_t>(round_down(l3 / 2 / (b.kc * f), kernel.nr), kernel.nr, 4096);
   return b;
 }
@@ -187,6 +198,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     return;
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
+#if defined(__x86_64__)
+  if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.isa != CpuIsa::Portable) {
+    const bool parallel = max_threads > 1 && m * n * k >= kSgemmParallelWork && !omp_in_parallel();
+#pragma omp parallel num_threads(max_threads) if (parallel)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+      sgemm_dot_avx2(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
+    }
+    return;
+  }
+#endif
   const SgemmBlocking B = sgemm_blocking(K);
   // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
   const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;

@@ -18,10 +18,12 @@ namespace tandem::cpu {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads);
 
-// The cache blocking sgemm uses with a micro-kernel: kc (the depth of a packed panel: the
-// kc x NR B panel fills about 2/3 of L1), mc (the mc x kc A block fills half of L2), nc (the
-// kc x nc B block fills half of L3, at most 4096 columns), from sysconf's cache sizes (defaults
-// 32 KiB / 512 KiB / 8 MiB when it does not say).
+// The cache blocking sgemm uses with a micro-kernel, from sysconf's cache sizes (defaults
+// 32 KiB / 512 KiB / 8 MiB when it does not say): kc, the depth of a packed panel, so that the
+// kc x NR B panel is the size of L1 (64..512); mc, so that the mc x kc A block fills a quarter
+// of L2; nc, so that the kc x nc B block fills half of L3 (at most 4096 columns). On this
+// project's AMD EPYC (48 KiB L1D, 1 MiB L2): AVX-512 kc 384, mc 168; AVX2 kc 512, mc 126. Those
+// were the fastest of kc 128..768 x mc 84..504 in tuning runs (bench numbers in docs/PERFORMANCE.md).
 struct SgemmBlocking {
   int64_t kc, mc, nc;
 };
