@@ -22,7 +22,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITEC
 # Every test executable (the whole suite runs there) and the GPU benchmarks.
 targets=$(ninja -C "$BUILD" -t targets all | sed -n 's|^\(tests/[a-z_]*/test_[a-z_0-9]*\): .*|\1|p' | sort -u)
 ninja -C "$BUILD" -j "${TANDEM_JOBS:-$(nproc)}" tandem tandem_cli xpu_cli bench_mlp_step bench_gemm_cuda \
-  bench_cuda_bandwidth bench_reduce_cuda allreduce_perf $targets
+  bench_cuda_bandwidth bench_reduce_cuda bench_attention_cuda allreduce_perf $targets
 rm -rf .gpu && mkdir -p .gpu
 # Test binaries name the CLI and plugins by absolute paths under this checkout's build-gpu/:
 # gpu_run.sh makes that path lead to the carried copy.

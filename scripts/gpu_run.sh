@@ -66,6 +66,7 @@ if [ "$PHASE" = bench ] || [ "$PHASE" = all ]; then
   step bench_gemm 100 env TANDEM_BUILD_DIR="$BUILD" TANDEM_NO_BUILD=1 bench/run_gemm_cuda.sh
   step bench_bandwidth 80 env TANDEM_BUILD_DIR="$BUILD" TANDEM_NO_BUILD=1 bench/run_cuda_bandwidth.sh
   step bench_reduce 40 "$BUILD/bin/bench_reduce_cuda"
+  step bench_attention 120 env TANDEM_BUILD_DIR="$BUILD" TANDEM_NO_BUILD=1 bench/run_attention_cuda.sh
   step allreduce_nccl 30 mpirun -np 1 "$BUILD/bin/allreduce_perf" --backend nccl -b 1M -e 256M -f 4
 fi
 cat "$LOGS"/bench_*.log "$LOGS"/allreduce_nccl.log > "$OUT/benchmarks.md" 2>/dev/null

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/ops/autocast.h"
 #include "engine/tensor/generator.h"
 #include "engine/tensor/philox.h"
 #include "op_harness.h"
@@ -132,6 +133,21 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
   auto two = run();
   omp_set_num_threads(saved);
   EXPECT_EQ(one, two);  // each item is computed by one thread in a fixed order
+}
+
+TEST(Attention, CpuBfloat16AutocastRoundsInputsAndOutputAsMatmulDoes) {
+  std::mt19937 rng(11);
+  Tensor q = randn64({1, 2, 6, 4}, DType::Float32, rng), k = randn64({1, 2, 6, 4}, DType::Float32, rng);
+  auto rounded = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
+  Tensor got;
+  {
+    autocast::Guard bf16(DType::BFloat16);
+    got = scaled_dot_product_attention(q, k, k);
+  }
+  EXPECT_EQ(got.dtype(), DType::Float32);
+  Tensor want = rounded(scaled_dot_product_attention(rounded(q), rounded(k), rounded(k)));
+  EXPECT_EQ(got.contiguous().to_vector<float>(), want.contiguous().to_vector<float>());
+  EXPECT_NE(got.contiguous().to_vector<float>(), scaled_dot_product_attention(q, k, k).contiguous().to_vector<float>());
 }
 
 template <typename E, typename F>
