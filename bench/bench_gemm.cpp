@@ -5,8 +5,9 @@
 // Run: bench/run_gemm.sh  (runs this and bench/peers/gemm_torch.py at 1 and 2 threads, prints ratios)
 //   build/bin/bench_gemm [reps]   (threads: OMP_NUM_THREADS)
 // Each line: GFLOP/s (2*M*N*K*batch flops over the median of `reps` timed runs after a warm-up)
-// and the percentage of the FMA peak measured in this process on as many threads
-// (bench/peak_measure.h).
+// per wall second and per CPU second (the process's CPU time over the threads: robust to other
+// jobs on a shared machine), and each as a percentage of the FMA peak measured in this process
+// on as many threads (bench/peak_measure.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,17 +24,22 @@ using namespace tandem;
 
 namespace {
 
+// A warm-up call, then the median rates of `reps` timed calls (per wall and per CPU second).
 template <typename F>
-double median_seconds(F&& f, int reps) {
-  f();  // warm-up
-  std::vector<double> t;
+bench::Rate median_rate(double gflop, int threads, int reps, F&& f) {
+  f();
+  std::vector<double> wall, cpu;
   for (int i = 0; i < reps; ++i) {
-    auto a = std::chrono::steady_clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = bench::process_cpu_seconds();
     f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    const double c = bench::process_cpu_seconds() - c0;
+    wall.push_back(gflop / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(gflop / (c / threads));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
 }
 
 struct Shape3 {
@@ -54,7 +60,7 @@ int main(int argc, char** argv) {
   manual_seed(0);
   NoGradGuard no_grad;
   const int threads = omp_get_max_threads();
-  const double peak = bench::fma_peak_gflops(threads);
+  const bench::Rate peak = bench::fma_peak_gflops(threads);
   const std::vector<Shape3> shapes = {
       {"matmul", 1024, 1024, 1024}, {"matmul", 2048, 2048, 2048}, {"matmul", 4096, 4096, 4096},
       // MLP 784-1024-1024-10 at batch 256: forward, then dX = g W and dW = g^T x per layer.
@@ -67,23 +73,25 @@ int main(int argc, char** argv) {
       // Attention scores and values: 48 heads x (64 x 64 x 64), q k^T and p v.
       {"bmm", 64, 64, 64, false, true, 48}, {"bmm", 64, 64, 64, false, false, 48}};
   for (const Shape3& s : shapes) {
-    double sec = 0;
+    const double gflop = 2.0 * double(s.m) * s.n * s.k * s.batch / 1e9;
+    bench::Rate r{};
     if (std::string(s.op) == "linear") {
       Tensor x = Tensor::randn({s.m, s.k}), w = Tensor::randn({s.n, s.k}), b = Tensor::randn({s.n});
-      sec = median_seconds([&] { linear(x, w, b); }, reps);
+      r = median_rate(gflop, threads, reps, [&] { linear(x, w, b); });
     } else {
       const int64_t bt = s.batch;
       Tensor a = s.ta ? Tensor::randn({bt, s.k, s.m}).transpose(-1, -2) : Tensor::randn({bt, s.m, s.k});
       Tensor b = s.tb ? Tensor::randn({bt, s.n, s.k}).transpose(-1, -2) : Tensor::randn({bt, s.k, s.n});
       if (bt == 1) a = a.squeeze(0), b = b.squeeze(0);
-      sec = median_seconds([&] { matmul(a, b); }, reps);
+      r = median_rate(gflop, threads, reps, [&] { matmul(a, b); });
     }
-    const double gflops = 2.0 * double(s.m) * s.n * s.k * s.batch / sec / 1e9;
     std::printf("{\"bench\": \"gemm\", \"impl\": \"tandem\", \"op\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
                 "\"ta\": %d, \"tb\": %d, \"batch\": %lld, \"threads\": %d, \"isa\": \"%s\", \"gflops\": %.2f, "
-                "\"peak_gflops\": %.1f, \"pct_peak\": %.1f}\n",
+                "\"gflops_cpu\": %.2f, \"peak_gflops\": %.1f, \"peak_gflops_cpu\": %.1f, \"pct_peak\": %.1f, "
+                "\"pct_peak_cpu\": %.1f}\n",
                 s.op, (long long)s.m, (long long)s.n, (long long)s.k, int(s.ta), int(s.tb), (long long)s.batch,
-                threads, cpu::isa_name(cpu::active_isa()), gflops, peak, 100.0 * gflops / peak);
+                threads, cpu::isa_name(cpu::active_isa()), r.wall, r.cpu, peak.wall, peak.cpu,
+                100.0 * r.wall / peak.wall, 100.0 * r.cpu / peak.cpu);
     std::fflush(stdout);
   }
   return 0;

@@ -3,9 +3,13 @@
 // the widest instruction set CPUID reports: AVX-512, AVX2 + FMA, else plain float code) and memory
 // bandwidth (the STREAM triad a = b + s*c over arrays far larger than the caches). Each number
 // is the median of 5 timed runs on `threads` OpenMP threads (each thread runs the whole loop;
-// GFLOP/s and GB/s are totals). Header-only: only the loop functions carry target attributes.
+// GFLOP/s and GB/s are totals), per wall-clock second and per CPU second (the process's CPU time
+// divided by the threads: the rate while the threads actually run, which on a machine shared
+// with other jobs is the number that can be compared between runs).
+// Header-only: only the loop functions carry target attributes.
 #pragma once
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -85,41 +89,57 @@ inline std::vector<FmaLoop> fma_loops() {
   return loops;
 }
 
+inline double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// A rate per wall-clock second and per CPU second per thread.
+struct Rate {
+  double wall, cpu;
+};
+
+// `work` units per call of `run` on `threads` threads: the median rate of 5 calls.
 template <typename F>
-double median_of_5(F&& timed_run) {
-  std::vector<double> v;
-  for (int r = 0; r < 5; ++r) v.push_back(timed_run());
-  std::sort(v.begin(), v.end());
-  return v[2];
+Rate median_rate(double work, int threads, F&& run) {
+  std::vector<double> wall, cpu;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
+    run();
+    const double c = process_cpu_seconds() - c0;
+    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wall.push_back(work / w);
+    cpu.push_back(work / (c / threads));
+  }
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[2], cpu[2]};
 }
 
 // GFLOP/s of `loop` on `threads` threads together (median of 5).
-inline double fma_gflops(const FmaLoop& loop, int threads) {
+inline Rate fma_gflops(const FmaLoop& loop, int threads) {
   volatile float sink = 0;
-  return median_of_5([&] {
-    const auto t0 = std::chrono::steady_clock::now();
+  const double gflop = double(threads) * double(loop.iters) * kPeakChains * loop.lanes * 2.0 / 1e9;
+  return median_rate(gflop, threads, [&] {
 #pragma omp parallel num_threads(threads)
     { sink = sink + loop.run(float(omp_get_thread_num())); }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return double(threads) * double(loop.iters) * kPeakChains * loop.lanes * 2.0 / s / 1e9;
   });
 }
 
 // The machine's float32 FMA peak on `threads` threads: the widest ISA's loop.
-inline double fma_peak_gflops(int threads) { return fma_gflops(fma_loops().front(), threads); }
+inline Rate fma_peak_gflops(int threads) { return fma_gflops(fma_loops().front(), threads); }
 
 // STREAM triad GB/s on `threads` threads (24 bytes per element: two reads, one write of doubles).
-inline double triad_gbps(int threads, int64_t n = int64_t(1) << 25) {
+inline Rate triad_gbps(int threads, int64_t n = int64_t(1) << 25) {
   std::unique_ptr<double[]> a(new double[size_t(n)]), b(new double[size_t(n)]), c(new double[size_t(n)]);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < n; ++i) a[i] = 0.0, b[i] = 1.0, c[i] = 2.0;  // first touch by the same threads
   const double s = 3.0;
-  return median_of_5([&] {
-    const auto t0 = std::chrono::steady_clock::now();
+  return median_rate(24.0 * double(n) / 1e9, threads, [&] {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return 24.0 * double(n) / sec / 1e9;
   });
 }
 

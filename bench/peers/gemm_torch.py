@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch twin of bench/bench_gemm.cpp: the same shapes and ops (F.linear with bias, matmul of
-transposed views, batched matmul), float32, on torch.get_num_threads() threads.
+transposed views, batched matmul), float32, on torch.get_num_threads() threads; GFLOP/s per wall
+second and per CPU second (process CPU time over the threads), as bench_gemm prints them.
 
 Run through bench/run_gemm.sh (same machine, same thread count, one run)."""
 import json
@@ -22,14 +23,17 @@ SHAPES = [  # op, M, N, K, ta, tb, batch: as bench_gemm.cpp
 
 
 def median_seconds(fn, reps):
+    """Median wall seconds and median process CPU seconds of `reps` calls after a warm-up."""
     fn()
-    times = []
+    wall, cpu = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
+    wall.sort()
+    cpu.sort()
+    return wall[len(wall) // 2], cpu[len(cpu) // 2]
 
 
 def main():
@@ -46,10 +50,12 @@ def main():
                 if batch == 1:
                     a, bb = a.squeeze(0), bb.squeeze(0)
                 fn = lambda: torch.matmul(a, bb)
-            sec = median_seconds(fn, reps)
+            sec, cpu_sec = median_seconds(fn, reps)
+            gflop = 2.0 * m * n * k * batch / 1e9
+            threads = torch.get_num_threads()
             print(json.dumps({"bench": "gemm", "impl": "torch", "op": op, "M": m, "N": n, "K": k, "ta": ta,
-                              "tb": tb, "batch": batch, "threads": torch.get_num_threads(),
-                              "gflops": round(2.0 * m * n * k * batch / sec / 1e9, 2)}), flush=True)
+                              "tb": tb, "batch": batch, "threads": threads, "gflops": round(gflop / sec, 2),
+                              "gflops_cpu": round(gflop / (cpu_sec / threads), 2)}), flush=True)
 
 
 if __name__ == "__main__":
