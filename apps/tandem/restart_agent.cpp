@@ -189,8 +189,9 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
     for (const auto& f : failures) {
       if (f.restartable) continue;
       restartable = false;
+      // The rank printed the error itself (once); this line says only what the agent decided.
       std::fprintf(stderr, "tandem fit: error: the job failed with %s on rank %d, which a restart would not fix; not "
-                   "restarting (%s)\n", f.error.c_str(), f.rank, f.message.c_str());
+                   "restarting (rank %d's error is above)\n", f.error.c_str(), f.rank, f.rank);
       break;
     }
     if (!restartable) {

@@ -4,7 +4,9 @@
 //   - that checkpoint resumes at world size 3 and evaluates at world size 1, 2 and 3 with the
 //     same test metrics (a test set that divides by every world size: no padding duplicates);
 //   - `tandem predict` at 3 ranks writes the same predictions file as one process; `tandem test`
-//     at 3 ranks on a test set that does not divide warns that padding counts examples twice.
+//     at 3 ranks on a test set that does not divide warns that padding counts examples twice;
+//   - fail-fast: rank 0 alone failing (default_root_dir is a file) ends the job in seconds with
+//     its error once, under mpirun, the relaunch, ddp_spawn and the restart agent.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -146,3 +148,40 @@ TEST_F(DDPCli, PredictAtThreeRanksWritesTheSameFileAsOneProcess) {
 }
 
 }  // namespace
+
+// Fail-fast through every way `tandem fit` starts its ranks: default_root_dir is a regular file,
+// so rank 0 alone fails setting up the logs while the others wait in a collective with a 600 s
+// timeout. The job must end within seconds, exit 1, with rank 0's error printed once; under
+// the restart agent (max_restarts) the failure is a disk error that a restart would not fix.
+struct FailFastLaunch {
+  const char* name;
+  bool under_mpirun;  // started by mpirun -np 3; otherwise tandem starts its ranks itself
+  const char* flags;
+};
+
+class DDPCliFailFast : public DDPCli, public ::testing::WithParamInterface<FailFastLaunch> {};
+
+TEST_P(DDPCliFailFast, ARankThatFailsAloneEndsTheJobAtOnceWithItsErrorOnce) {
+  const FailFastLaunch& launch = GetParam();
+  const fs::path root_file = dir / "root_is_a_file";
+  std::ofstream(root_file) << "not a directory\n";
+  const std::string args = "fit " + common + " --trainer.default_root_dir=" + root_file.string() +
+                           " --trainer.collective_timeout=600 --trainer.max_epochs=1 " + launch.flags;
+  const CliRun fit = run(launch.under_mpirun ? mpirun(3) : "", args, dir);
+  EXPECT_EQ(fit.exit_code, 1) << fit.output;
+  EXPECT_LT(fit.seconds, 20.0) << fit.output;
+  EXPECT_EQ(fit.count("cannot create the log directory"), 1) << fit.output;
+  EXPECT_TRUE(fit.has(root_file.string() + "/lightning_logs/version_0: Not a directory")) << fit.output;
+  if (std::string(launch.name) == "restart_agent") {
+    EXPECT_TRUE(fit.has("failed with DataError on rank 0, which a restart would not fix; not restarting")) << fit.output;
+    EXPECT_FALSE(fit.has("restarting the job")) << fit.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Launches, DDPCliFailFast,
+    ::testing::Values(FailFastLaunch{"mpirun", true, "--trainer.devices=3"},
+                      FailFastLaunch{"relaunch", false, "--trainer.devices=2"},
+                      FailFastLaunch{"ddp_spawn", false, "--trainer.devices=3 --trainer.strategy=ddp_spawn"},
+                      FailFastLaunch{"restart_agent", false, "--trainer.devices=2 --trainer.max_restarts=2"}),
+    [](const ::testing::TestParamInfo<FailFastLaunch>& info) { return std::string(info.param.name); });
