@@ -23,7 +23,7 @@
 #include "tests/support/run_command.h"
 
 #ifndef DOCS_SOURCE_DIR
-#error "DOCS_SOURCE_DIR, DOCS_BUILD_DIR and TANDEM_CLI_PATH must be defined"
+#error "DOCS_SOURCE_DIR, DOCS_BUILD_DIR, DOCS_CTEST, DOCS_CMAKE and TANDEM_CLI_PATH must be defined"
 #endif
 
 namespace fs = std::filesystem;
@@ -171,7 +171,7 @@ std::string quoted(const std::string& arg) {
 struct Checker {
   std::vector<std::string> failures;
   int ctest = 0, tandem = 0, binaries = 0, bare_flags = 0;
-  const std::string targets = run_command("cmake --build " + quoted(DOCS_BUILD_DIR) + " --target help").out;
+  const std::string targets = run_command(quoted(DOCS_CMAKE) + " --build " + quoted(DOCS_BUILD_DIR) + " --target help").out;
   const std::string fit_help = run_command(std::string(TANDEM_CLI_PATH) + " fit --help").out;
 
   void fail(const Command& c, const std::string& why) { failures.push_back(c.where + ": `" + c.text + "`: " + why); }
@@ -184,7 +184,7 @@ struct Checker {
     }
     if (selection.find(" -R ") == std::string::npos && selection.find(" -L ") == std::string::npos) return;
     ++ctest;
-    const CommandResult r = run_command("ctest --test-dir " + quoted(DOCS_BUILD_DIR) + " -N" + selection);
+    const CommandResult r = run_command(quoted(DOCS_CTEST) + " --test-dir " + quoted(DOCS_BUILD_DIR) + " -N" + selection);
     // "  Test #12: name"; gtest_discover_tests lists "<executable>_NOT_BUILT" for an executable not
     // built yet, which names no test of the docs.
     static const std::regex listed("Test +#[0-9]+: (\\S+)");
