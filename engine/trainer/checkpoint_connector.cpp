@@ -230,7 +230,7 @@ void Trainer::restore_fit_state(const std::string& path) {
 
     const nlohmann::json& fit = s.at("loops").at("fit");
     // Counters a run can reach (below 2^53: JSON's exact integers, stored as integers), so that
-    // epoch + 1 and the world-size rescaling below cannot overflow; anything else is a damaged file.
+    // epoch + 1 and rescale_resume_position cannot overflow; anything else is a damaged file.
     const auto counter = [&](const nlohmann::json& value, const char* name) {
       return json_integer(value, "cannot resume fit from " + path + ": its trainer state has " + name, 0, kMaxJsonCounter);
     };
