@@ -22,6 +22,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/data/text_data.h"
+#include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/tensor/generator.h"
 #include "models/gpt.h"
