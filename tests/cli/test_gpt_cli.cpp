@@ -1,6 +1,8 @@
 // The GPT from the command line: `tandem fit --model=gpt --data=text` on a small text, then
 // `tandem generate` from its checkpoint (the prompt and N sampled bytes, the same text for the
 // same seed, temperature <= 0 greedy), an exact mid-epoch resume, and each bad input's exit 2.
+#include <cmath>
+
 #include "cli_test_util.h"
 #include "engine/trainer/checkpoint.h"
 
@@ -89,4 +91,34 @@ TEST(GptCli, BadTextInputExitsTwoSayingWhy) {
   auto no_ckpt = run_tandem("generate --prompt=hi");
   EXPECT_EQ(no_ckpt.exit_code, 2);
   EXPECT_TRUE(no_ckpt.err_has("--ckpt_path=FILE is required")) << no_ckpt.err;
+}
+
+namespace {
+// The value of `name` in the metrics table `tandem fit` prints ("| val_loss   | 3.44772 |").
+double table_value(const std::string& out, const std::string& name) {
+  const auto at = out.rfind("| " + name + " ");
+  if (at == std::string::npos) return NAN;
+  const auto bar = out.find('|', at + 2);
+  return std::stod(out.substr(bar + 1));
+}
+}  // namespace
+
+// The same run under bf16-mixed on the CPU, and under dp on two emulated GPUs (the CUDA kernels,
+// the fused attention included, run on the CPU in the emulation build).
+TEST(GptCli, TrainsUnderBf16MixedAndDpOnEmulatedGpus) {
+  GptRun run("gpt_precision");
+  const auto plain = run_tandem(run.fit("--trainer.max_epochs=2"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const double val = table_value(plain.out, "val_loss");
+  const auto bf16 = run_tandem(run.fit("--trainer.max_epochs=2 --trainer.precision=bf16-mixed"));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_NEAR(table_value(bf16.out, "val_loss"), val, 0.05) << bf16.out;  // bf16 products: ~3 digits
+  EXPECT_NE(table_value(bf16.out, "val_loss"), val);                      // and it did run in bf16
+#if TANDEM_CUDA_EMULATION
+  const auto dp = run_command("cd '" + run.dir.string() + "' && env OMP_NUM_THREADS=1 TANDEM_EMULATED_GPUS=2 " +
+                              std::string(TANDEM_CLI_PATH) + " " +
+                              run.fit("--trainer.max_epochs=2 --trainer.accelerator=cuda --trainer.devices=2 --trainer.strategy=dp"));
+  ASSERT_EQ(dp.exit_code, 0) << dp.err;
+  EXPECT_NEAR(table_value(dp.out, "val_loss"), val, 1e-4) << dp.out;  // the same global batch, split over 2 devices
+#endif
 }
