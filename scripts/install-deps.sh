@@ -2,7 +2,7 @@
 # Installs Tandem's build and test dependencies from Debian 12 packages (apt-get), only the
 # ones that are missing. The CUDA toolkit is optional: when /usr/local/cuda/bin/nvcc exists
 # the CUDA backend is built too. Usage: scripts/install-deps.sh [--bench] [--data]
-#   --data   also the Fashion-MNIST dataset package (for `tandem fit`)
+#   --data   also the dataset packages: Fashion-MNIST and bible-kjv (the King James Bible, --data=text)
 #   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers
 set -euo pipefail
 
@@ -12,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache
           libopenmpi-dev openmpi-bin iproute2)
 for arg in "$@"; do
   case "$arg" in
-    --data) packages+=(dataset-fashion-mnist) ;;
+    --data) packages+=(dataset-fashion-mnist bible-kjv) ;;
     --bench) packages+=(python3 python3-torch libopenblas0-pthread dataset-fashion-mnist) ;;
     *) echo "install-deps.sh: unknown option '$arg' (allowed: --data, --bench)" >&2; exit 2 ;;
   esac

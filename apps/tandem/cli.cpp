@@ -25,6 +25,7 @@ const std::vector<Subcommand>& subcommands() {
       {"validate", "run the validation set through a model (--ckpt_path loads weights)", run_validate},
       {"test", "evaluate a model on the test set (--ckpt_path=PATH|last|best)", run_test},
       {"predict", "write the model's predicted class for each test example", run_predict},
+      {"generate", "sample text from a GPT checkpoint (--ckpt_path, --prompt, --max_new_tokens, ...)", run_generate},
       {"plan", "resolve accelerator/devices/strategy/precision flags and print the plan as JSON", run_plan},
   };
   return all;

@@ -94,12 +94,11 @@ ConfigSchema make_run_schema() {
   schema.add_section(optimizer_section());
   schema.add_section(lr_scheduler_section());
   // Tandem's CLI defaults where Lightning's would not make a sensible run on their own: 1000
-  // epochs (Lightning's max_epochs=None) is not a job, batch 256 is the workload, and a
+  // epochs (Lightning's max_epochs=None) is not a job, batch 256 (data_section.cpp) is the workload, and a
   // constant rate ends a run on whatever its last noisy steps left (on Fashion-MNIST the MLP
   // loses about a point of test accuracy to that; docs/PERFORMANCE.md), so the rate follows a
   // cosine over the run (T_max null: max_epochs). --lr_scheduler=null keeps it constant.
   schema.set_default("trainer.max_epochs", YAML::Node(10));
-  schema.set_default("data.batch_size", YAML::Node(256));
   schema.set_default("lr_scheduler.name", YAML::Node("CosineAnnealingLR"));
   return schema;
 }
@@ -107,6 +106,7 @@ ConfigSchema make_run_schema() {
 void resolve_run_config(YAML::Node& config) {
   check_strategy(config);
   models::resolve_model_section(config);
+  resolve_data_section(config);
   resolve_optimizer_sections(config);
   trainer::resolve_callbacks_config(config);
 }
@@ -129,9 +129,10 @@ std::string run_help(const std::string& stage, const ConfigSchema& schema) {
   plain.add_option(*schema.top_option("seed_everything"));
   plain.add_option(*schema.top_option("ckpt_path"));
   plain.add_section(*schema.section("trainer"));
-  plain.add_section(*schema.section("data"));
   out << plain.help_text() << "\nmodel: the LightningModule (--model=NAME, default mlp)\n"
       << class_section_help("model", models::model_classes())
+      << "\ndata: the data module (--data=NAME, default fashion_mnist)\n"
+      << class_section_help("data", data_classes())
       << "\noptimizer: built by configure_optimizers (--optimizer=NAME, default Adam)\n"
       << class_section_help("optimizer", optimizer_classes())
       << "\nlr_scheduler: optional (--lr_scheduler=NAME, default CosineAnnealingLR over the run; null: none)\n"

@@ -34,6 +34,9 @@ int run_validate(const std::vector<std::string>& args);
 int run_test(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
 
+// `tandem generate`: sample text from a GPT checkpoint (generate_command.cpp).
+int run_generate(const std::vector<std::string>& args);
+
 // Callbacks a user program adds to every `fit` of its command line, besides the configured
 // ones (e.g. its own monitoring); each factory is called once per fit, in every rank.
 using CallbackFactory = std::function<std::vector<std::shared_ptr<trainer::Callback>>()>;

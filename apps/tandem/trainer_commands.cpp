@@ -17,6 +17,7 @@
 #include "engine/tensor/generator.h"
 #include "engine/trainer/job_failure.h"
 #include "engine/trainer/trainer.h"
+#include "models/gpt.h"
 #include "models/registry.h"
 
 namespace tandem::cli {
@@ -103,7 +104,22 @@ std::vector<CallbackFactory>& extra_fit_callbacks() {
 }
 
 int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
-                      ExecutionPlan plan, trainer::LightningModule& model, data::FashionMNISTDataModule& datamodule);
+                      ExecutionPlan plan, trainer::LightningModule& model, data::DataModule& datamodule);
+
+// The data module the config chooses. Text feeds token models only; its block and vocabulary
+// sizes come from the model (a block_size above the model's is a ConfigError).
+std::shared_ptr<data::DataModule> make_data_module(const YAML::Node& config, trainer::LightningModule& model) {
+  if (data_class_of(config) != "text") return std::make_shared<data::FashionMNISTDataModule>(data_options_from_config(config));
+  data::TextDataOptions options = text_data_options_from_config(config);
+  auto* gpt = dynamic_cast<models::GPT*>(&model);
+  if (!gpt) {
+    throw ConfigError("--data=text gives token ids [B, T]; --model=" + config["model"]["name"].Scalar() +
+                      " does not take them (use --model=gpt, gpt-nano, gpt-char or gpt2)");
+  }
+  models::fit_text_data_to_model(options, *gpt);
+  if (options.path.empty() && options.tokens.empty()) options.path = ensure_default_corpus();
+  return std::make_shared<data::TextDataModule>(options);
+}
 
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const std::optional<ParsedRun> run =
@@ -114,9 +130,8 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const YAML::Node seed = get_config_value(config, "seed_everything");
   if (!seed.IsNull()) manual_seed(seed.as<uint64_t>());
   trainer::TrainerOptions trainer_options = trainer::trainer_options_from_config(config);
-  const data::FashionMNISTOptions data_options = data_options_from_config(config);
   std::shared_ptr<trainer::LightningModule> model = models::make_model(config);
-  data::FashionMNISTDataModule datamodule(data_options);
+  const std::shared_ptr<data::DataModule> datamodule = make_data_module(config, *model);
   // Planned once: the plan's strategy launches the job when it needs processes nobody started
   // (ddp: become `mpirun -np W tandem <stage> <args>`, as Lightning re-runs the script), and the
   // Trainer trains with the same live objects.
@@ -126,7 +141,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   // With max_restarts, this process stays behind as the restart agent and runs the job as its
   // child (restart_agent.h) instead of becoming it.
   if (stage == "fit" && needs_restart_agent(trainer_options, plan)) {
-    return run_fit_with_restarts(args, trainer_options, plan, data_options.batch_size);
+    return run_fit_with_restarts(args, trainer_options, plan, data_batch_size(config));
   }
   if (plan.launch && plan.live_strategy->launch_kind() != LaunchKind::Spawn) {
     std::vector<std::string> argv{"tandem", stage};
@@ -136,7 +151,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   // A rank of a job under the restart agent tells it why it failed (job_failure.h).
   const int rank = plan.cluster.launched() ? plan.cluster.global_rank : 0;
   try {
-    return run_planned_stage(stage, *run, std::move(trainer_options), std::move(plan), *model, datamodule);
+    return run_planned_stage(stage, *run, std::move(trainer_options), std::move(plan), *model, *datamodule);
   } catch (const std::exception& e) {
     trainer::record_job_failure(trainer::job_failure_from(e, rank));
     throw;
@@ -144,7 +159,7 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
 }
 
 int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
-                      ExecutionPlan plan, trainer::LightningModule& model, data::FashionMNISTDataModule& datamodule) {
+                      ExecutionPlan plan, trainer::LightningModule& model, data::DataModule& datamodule) {
   const YAML::Node& config = run.config;
   if (stage == "fit") {
     trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));

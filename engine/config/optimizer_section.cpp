@@ -132,6 +132,10 @@ SectionSpec lr_scheduler_section() {
 }
 
 std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<Tensor> params) {
+  return make_optimizer(section, std::vector<optim::ParamGroup>{optim::ParamGroup{std::move(params), nlohmann::json::object()}});
+}
+
+std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<optim::ParamGroup> groups) {
   if (!section || !section.IsMap() || !section["name"]) {
     throw ConfigError("optimizer section is not resolved; call resolve_optimizer_sections first");
   }
@@ -143,18 +147,26 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std:
     o.dampening = num(section, "dampening");
     o.weight_decay = num(section, "weight_decay");
     o.nesterov = section["nesterov"].as<bool>();
-    return std::make_shared<optim::SGD>(std::move(params), o);
+    return std::make_shared<optim::SGD>(std::move(groups), o);
   }
   const std::pair<double, double> betas{section["betas"][0].as<double>(), section["betas"][1].as<double>()};
   if (name == "Adam") {
     optim::AdamOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
-    return std::make_shared<optim::Adam>(std::move(params), o);
+    return std::make_shared<optim::Adam>(std::move(groups), o);
   }
   if (name == "AdamW") {
     optim::AdamWOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
-    return std::make_shared<optim::AdamW>(std::move(params), o);
+    return std::make_shared<optim::AdamW>(std::move(groups), o);
   }
   if (name == "QAdam") {
+    std::vector<Tensor> params;
+    for (auto& g : groups) {
+      if (!g.options.empty() && groups.size() > 1) {
+        throw ConfigError("--optimizer=QAdam takes one parameter group, but the model asked for groups with their own "
+                          "settings (" + g.options.dump() + "); use --optimizer=AdamW or Adam with this model");
+      }
+      params.insert(params.end(), g.params.begin(), g.params.end());
+    }
     optim::AdamOptions o{num(section, "lr"), betas, num(section, "eps"), num(section, "weight_decay")};
     return std::make_shared<optim::QAdam>(std::move(params), o, section["warmup_steps"].as<int64_t>());
   }

@@ -28,6 +28,9 @@ SectionSpec lr_scheduler_section();
 
 // An optimizer from a resolved `optimizer` section (a map with name and the class's options).
 std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<Tensor> params);
+// The same over parameter groups whose options override the section's (optim::weight_decay_groups).
+// QAdam keeps one group (bagua's qadam compresses one momentum): a group with overrides is a ConfigError.
+std::shared_ptr<optim::Optimizer> make_optimizer(const YAML::Node& section, std::vector<optim::ParamGroup> groups);
 
 struct SchedulerChoice {
   std::shared_ptr<optim::LRScheduler> scheduler;  // null when the section is null

@@ -26,6 +26,9 @@ class Dataset {
   virtual int64_t size() const = 0;
   // The examples at `indices` (each in [0, size())), stacked along dim 0.
   virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
+  // What the DataLoader calls: the same examples in epoch `epoch`. A dataset whose examples are
+  // drawn afresh each epoch (data::TextDataModule's random windows) overrides it.
+  virtual Batch get_epoch_batch(const std::vector<int64_t>& indices, int64_t epoch) const { return get_batch(indices); }
 };
 
 }  // namespace tandem::data

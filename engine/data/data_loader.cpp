@@ -24,12 +24,12 @@ Tensor pinned_copy(const Tensor& t) {
   return pinned;
 }
 
-Batch load_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
+Batch load_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t epoch, int64_t batch_size,
                  int64_t b, bool pin_memory) {
   const size_t begin = size_t(b * batch_size);
   const size_t end = std::min(order.size(), begin + size_t(batch_size));
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
-  Batch batch = dataset.get_batch(indices);
+  Batch batch = dataset.get_epoch_batch(indices, epoch);
   if (pin_memory && pinned_host_available()) batch = {pinned_copy(batch.input), pinned_copy(batch.target)};
   return batch;
 }
@@ -89,10 +89,10 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
     // The loading thread pins on this thread's device (pinned_host.h), not on device 0.
     const int pin_device = options_.pin_memory ? pinned_host_thread_device() : -1;
     prefetcher_ = std::make_unique<BatchPrefetcher>(
-        [dataset = dataset_, order = order_, bs = options_.batch_size, pin = options_.pin_memory,
+        [dataset = dataset_, order = order_, epoch, bs = options_.batch_size, pin = options_.pin_memory,
          pin_device](int64_t b) {
           pinned_host_use_device(pin_device);
-          return load_batch(*dataset, *order, bs, b, pin);
+          return load_batch(*dataset, *order, epoch, bs, b, pin);
         },
         next_batch_, end_batch_, options_.prefetch);
   }
@@ -105,7 +105,7 @@ std::optional<Batch> DataLoader::next() {
     // Synchronous: an exception leaves the epoch finished, like the prefetching path.
     const int64_t b = next_batch_;
     next_batch_ = end_batch_;
-    Batch batch = load_batch(*dataset_, *order_, options_.batch_size, b, options_.pin_memory);
+    Batch batch = load_batch(*dataset_, *order_, epoch_, options_.batch_size, b, options_.pin_memory);
     next_batch_ = b + 1;
     return batch;
   }

@@ -14,6 +14,16 @@ std::string format_number(double v) {
   return os.str();
 }
 
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params) {
+  ParamGroup decay, no_decay;
+  no_decay.options["weight_decay"] = 0.0;
+  for (const Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  std::vector<ParamGroup> groups;
+  if (!decay.params.empty()) groups.push_back(std::move(decay));
+  if (!no_decay.params.empty()) groups.push_back(std::move(no_decay));
+  return groups;
+}
+
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
   if (groups.empty()) throw ValueError(name() + ": got an empty list of parameter groups");
   for (auto& g : groups) add_param_group(std::move(g));

@@ -104,6 +104,11 @@ class Optimizer {
   std::unordered_map<const TensorImpl*, StateDict> state_;
 };
 
+// GPT training's grouping (nanoGPT, minGPT): parameters of 2 or more dimensions (matmul weights,
+// embeddings) decay with the optimizer's weight_decay, the others (biases, norm weights) do not:
+// {decay group (no overrides), no-decay group ({"weight_decay": 0})}, empty groups left out.
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params);
+
 // "0.1" rather than std::to_string's "0.100000", for error messages.
 std::string format_number(double v);
 

@@ -1,0 +1,145 @@
+// GPT benchmarks, the Tandem side (bench/run_gpt.sh runs them beside bench/peers/gpt_torch.py).
+//
+//   bench_gpt train TEXT STEPS      nanoGPT's CPU recipe on a text's bytes: gpt-nano, batch 12,
+//                                   dropout 0, AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1 (2-D
+//                                   parameters only), clip 1.0, 100 warm-up steps then cosine to 1e-4
+//                                   over STEPS; prints JSON: ms/step, val loss (mean over 200 batches
+//                                   of fixed validation windows), a 300-byte sample
+//   bench_gpt step PRESET B T STEPS ms per AdamW training step (median after one warm-up step) on
+//                                   random tokens, and the process' peak RSS
+// Threads: OMP_NUM_THREADS.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/config/optimizer_section.h"
+#include "engine/data/text_data.h"
+#include "engine/ops/ops.h"
+#include "engine/optim/clip_grad.h"
+#include "engine/tensor/generator.h"
+#include "models/gpt.h"
+#include "models/registry.h"
+
+using namespace tandem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double lr_at(int64_t step, int64_t total, int64_t warmup = 100, double lr = 1e-3, double min_lr = 1e-4) {
+  if (step < warmup) return lr * double(step + 1) / double(warmup);
+  if (step >= total) return min_lr;
+  const double ratio = double(step - warmup) / double(total - warmup);
+  return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
+}
+
+models::OptimizationConfig adamw(double weight_decay, std::pair<double, double> betas) {
+  YAML::Node config;
+  config["optimizer"]["name"] = "AdamW";
+  config["optimizer"]["lr"] = 1e-3;
+  config["optimizer"]["weight_decay"] = weight_decay;
+  config["optimizer"]["betas"].push_back(betas.first);
+  config["optimizer"]["betas"].push_back(betas.second);
+  resolve_optimizer_sections(config);
+  return {config["optimizer"], YAML::Node()};
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;
+}
+
+int train(const std::string& text, int64_t steps) {
+  manual_seed(1337);
+  models::GPT model(models::GPTOptions{}, adamw(0.1, {0.9, 0.99}));
+  data::TextDataOptions d;
+  d.path = text;
+  d.block_size = model.options.block_size;
+  d.batch_size = 12;
+  d.samples_per_epoch = 12 * steps;
+  d.val_samples = 12 * 200;
+  data::TextDataModule dm(d);
+  auto loader = dm.train_dataloader();
+  trainer::OptimizerConfig config = model.configure_optimizers();
+  loader->start_epoch(0);
+  const auto start = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    for (auto& group : config.optimizer->param_groups()) group.set_lr(lr_at(step, steps));
+    const auto batch = loader->next();
+    Tensor loss = model.training_step(*batch, step);
+    config.optimizer->zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    config.optimizer->step();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  model.eval();
+  double val = 0;
+  int64_t batches = 0;
+  {
+    NoGradGuard no_grad;
+    auto val_loader = dm.val_dataloader();
+    val_loader->start_epoch(0);
+    while (auto batch = val_loader->next()) {
+      const Tensor logits = model.forward(batch->input);
+      const int64_t rows = logits.size(0) * logits.size(1);
+      val += cross_entropy(logits.reshape({rows, 256}), batch->target.reshape({rows})).item();
+      ++batches;
+    }
+  }
+  std::string sample;
+  for (int64_t t : model.generate({'\n'}, {.max_new_tokens = 300, .temperature = 0.8, .top_k = 200, .seed = 1337})) sample += char(t);
+  std::cout << nlohmann::json{{"ms_per_step", 1000 * seconds / double(steps)}, {"val_loss", val / double(batches)},
+                              {"sample", sample}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+            << std::endl;
+  return 0;
+}
+
+int step_time(const std::string& preset, int64_t B, int64_t T, int64_t steps) {
+  manual_seed(0);
+  YAML::Node config;
+  config["model"]["name"] = preset;
+  models::resolve_model_section(config);
+  config["optimizer"]["name"] = "AdamW";
+  config["optimizer"]["lr"] = 1e-4;
+  resolve_optimizer_sections(config);
+  auto model = models::make_model(config);
+  trainer::OptimizerConfig opt = model->configure_optimizers();
+  const int64_t vocab = config["model"]["vocab_size"].as<int64_t>();
+  std::vector<int64_t> x(size_t(B * T)), y(size_t(B * T));
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = int64_t((i * 2654435761u) % uint64_t(vocab));
+    y[i] = int64_t((i * 40503u + 7) % uint64_t(vocab));
+  }
+  const data::Batch batch{Tensor::from_vector(x, {B, T}), Tensor::from_vector(y, {B, T})};
+  std::vector<double> times;
+  for (int64_t i = 0; i <= steps; ++i) {
+    const auto t0 = Clock::now();
+    Tensor loss = model->training_step(batch, i);
+    opt.optimizer->zero_grad();
+    loss.backward();
+    opt.optimizer->step();
+    if (i > 0) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  std::cout << nlohmann::json{{"ms_per_step_median", times[times.size() / 2]}, {"peak_rss_mb", peak_rss_mb()}}.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "train" && argc == 4) return train(argv[2], std::stoll(argv[3]));
+  if (mode == "step" && argc == 6) return step_time(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoll(argv[5]));
+  std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS\n";
+  return 2;
+}
