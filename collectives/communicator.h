@@ -1,4 +1,4 @@
-// Communicator: the one interface every backend (local, MPI, later NCCL) implements, so the
+// Communicator: the one interface every backend (local, MPI, NCCL) implements, so the
 // DDP Reducer, the DP path and sync_dist logging are written once.
 //
 // Tensors are contiguous; input and output have the same dtype and live on any device (the MPI
