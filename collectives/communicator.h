@@ -1,4 +1,4 @@
-// Communicator: the one interface every backend (local, MPI, later NCCL) implements, so the
+// Communicator: the one interface every backend (local, MPI, NCCL) implements, so the
 // DDP Reducer, the DP path and sync_dist logging are written once.
 //
 // Tensors are contiguous; input and output have the same dtype and live on any device (the MPI
@@ -114,6 +114,14 @@ class Communicator {
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
   virtual std::string backend_name() const = 0;  // "local", "mpi", "nccl"
+
+  // Where the tensors given to its operations must live. False (local, MPI): host memory, or
+  // device memory the backend stages through host buffers (or hands to a CUDA-aware MPI); true
+  // (NCCL): this rank's GPU only.
+  virtual bool needs_device_tensors() const { return false; }
+  // The device a caller keeps its communication buffers on: `compute` (the rank's device) when
+  // the backend needs device tensors, else the CPU.
+  Device buffer_device(Device compute) const { return needs_device_tensors() ? compute : Device::cpu(); }
 
   // True when a second thread may call this communicator's operations while other threads use
   // other communicators of the process (MPI: the library runs at MPI_THREAD_MULTIPLE; local:

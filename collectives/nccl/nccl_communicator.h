@@ -41,6 +41,7 @@ class NcclCommunicator : public Communicator {
   int local_rank() const override;
   int local_size() const override;
   std::string backend_name() const override { return "nccl"; }
+  bool needs_device_tensors() const override { return true; }
   int device_index() const;
 
   using Communicator::allreduce_async;

@@ -1,7 +1,7 @@
 // ConfigSchema: the declared shape of a run's configuration, LightningCLI style.
 //
-// A configuration is a YAML tree of sections ("trainer", and later "model", "data",
-// "optimizer", ...) holding options, plus a few top-level options ("seed_everything").
+// A configuration is a YAML tree of sections ("trainer", "model", "data", "optimizer", ...)
+// holding options, plus a few top-level options ("seed_everything").
 // Every key is declared with a default, a kind and a help line, so that unknown keys can be
 // rejected with a suggestion, bad values can say what is allowed, and `--print_config` can show
 // the complete resolved tree. Sections are registered by whoever owns them; the trainer's is

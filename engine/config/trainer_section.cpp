@@ -138,7 +138,7 @@ SectionSpec trainer_section() {
                       "or a number of batches >= 0");
   };
   add(fast);
-  add(make_option("deterministic", ValueKind::Bool, YAML::Node(false), "use only deterministic algorithms"));
+  add(make_option("deterministic", ValueKind::Bool, YAML::Node(false), "accepted; every kernel is deterministic anyway"));
   OptionSpec callbacks = make_option("callbacks", ValueKind::List, null_node(),
                                "callbacks by class: [LearningRateMonitor, {name: EarlyStopping, monitor: val_loss, "
                                "patience: 3}, {name: ModelCheckpoint, monitor: val_acc, mode: max}] (docs/CLI.md)");

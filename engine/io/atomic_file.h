@@ -31,7 +31,6 @@ class AtomicFileWriter {
   void commit();
 
   const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return temp_path_; }
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);  // cleans up, then throws

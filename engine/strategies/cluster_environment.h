@@ -35,6 +35,9 @@ struct ClusterEnvironment {
   int local_rank = 0;           // -1 when unknown
   int node_rank = 0;            // -1 when unknown
   bool launched() const { return name != "local"; }
+  // Started by a ddp_spawn parent (MPI_Comm_spawn): its world is joined through the parent's
+  // intercommunicator, not made from MPI_COMM_WORLD.
+  bool spawned_by_parent() const { return name == "spawn"; }
 };
 
 // Reads one environment variable; std::nullopt when unset. Injectable for tests.

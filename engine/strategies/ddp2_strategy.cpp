@@ -27,7 +27,7 @@ void DDP2Strategy::setup_environment(const StrategyEnvironment& env, std::shared
                       std::to_string(env.world_size) + " -npernode 1)");
   }
   comm_ = std::move(comm);
-  comm_device_ = comm_->backend_name() == "nccl" ? root_device() : Device::cpu();
+  comm_device_ = comm_->buffer_device(root_device());
 }
 
 void DDP2Strategy::setup_module(trainer::LightningModule& module) {

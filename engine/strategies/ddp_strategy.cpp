@@ -89,7 +89,7 @@ void DDPStrategy::setup_environment(const StrategyEnvironment& env, std::shared_
   comm_ = std::move(comm);
   node_rank_ = env.cluster.node_rank < 0 ? 0 : env.cluster.node_rank;
   // NCCL moves only tensors on this rank's GPU; MPI takes host tensors (and stages device ones).
-  comm_device_ = comm_->backend_name() == "nccl" ? root_device() : Device::cpu();
+  comm_device_ = comm_->buffer_device(root_device());
 }
 
 void DDPStrategy::setup_replica(trainer::LightningModule& module) {
@@ -225,7 +225,7 @@ void DDPSpawnStrategy::setup_environment(const StrategyEnvironment& env) {
     to_spawn_ = 0;
     return DDPStrategy::setup_environment(env, std::move(world));
   }
-  if (env.cluster.name == "spawn") return DDPStrategy::setup_environment(env, collectives::join_spawned_world(options));
+  if (env.cluster.spawned_by_parent()) return DDPStrategy::setup_environment(env, collectives::join_spawned_world(options));
   DDPStrategy::setup_environment(env);
 }
 

@@ -160,7 +160,7 @@ optim::OptimizerStateDict OptimizerShard::gather_state() const {
       keys[key] = key == kStepKey ? nlohmann::json(t.item()) : nlohmann::json(nullptr);
     mine[std::to_string(segments_[j].param)] = keys;
   }
-  const Device device = comm_->backend_name() == "nccl" ? flat_.device() : Device::cpu();
+  const Device device = comm_->buffer_device(flat_.device());
   nlohmann::json described = nlohmann::json::object();
   for (const std::string& text : exchange_text(*comm_, device, mine.dump())) {
     const nlohmann::json theirs = nlohmann::json::parse(text);  // named: items() of a temporary dangles

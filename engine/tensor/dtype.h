@@ -16,8 +16,6 @@ DType parse_dtype(const std::string& s);  // throws ConfigError listing the name
 inline bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
-// Types with CPU arithmetic (reference backend).
-inline bool is_cpu_math_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 // IEEE binary16 and bfloat16 as raw bits, with round-to-nearest-even conversions.
 struct Half { uint16_t bits; };

@@ -191,7 +191,6 @@ TrainerOptions trainer_options_from_config(const YAML::Node& config) {
   if (fast == "true" || fast == "True") o.fast_dev_run = true;
   else if (fast == "false" || fast == "False") o.fast_dev_run = false;
   else o.fast_dev_run = as_int("fast_dev_run");
-  o.deterministic = as_bool("deterministic");
   o.allow_tf32 = as_bool("allow_tf32");
   o.cuda_graph = as_bool("cuda_graph");
   o.callbacks = callbacks_from_config(value("callbacks"));

@@ -96,7 +96,6 @@ struct TrainerOptions : HardwareOptions {
   bool enable_progress_bar = true;
   bool enable_model_summary = true;
   FastDevRun fast_dev_run = false;
-  bool deterministic = false;  // CPU kernels are deterministic already; CUDA honours it later
   std::vector<std::shared_ptr<Callback>> callbacks;
 };
 

@@ -1,5 +1,5 @@
-// Reductions over the middle axis of x viewed as [outer, r, inner], argmax/argmin, and the
-// row-wise softmax family. Sums accumulate in double (float32 inputs too) in a fixed order,
+// Reductions over the middle axis of x viewed as [outer, r, inner] and argmax/argmin. Sums
+// accumulate in double (float32 inputs too) in a fixed order,
 // so results are deterministic and independent of the thread count.
 #include <cmath>
 #include <limits>
@@ -98,57 +98,6 @@ void CpuBackend::argmax(const TensorView& x, int64_t outer, int64_t r, int64_t i
         }
         o[a * inner + j] = best;
       }
-  });
-}
-
-void CpuBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) {
-  cpu::dispatch_float(x.dtype, "softmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
-    const T* xp = x.ptr<T>();
-    T* yp = y.ptr<T>();
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* in = xp + i * cols;
-      T* o = yp + i * cols;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < cols; ++j) m = std::max(m, in[j]);
-      if (std::isinf(m) && m < 0) m = 0;  // an all -inf row stays finite where it can
-      double s = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        T e = std::exp(in[j] - m);
-        if (!log) o[j] = e;
-        s += e;
-      }
-      if (log) {
-        T lse = m + T(std::log(s));
-        for (int64_t j = 0; j < cols; ++j) o[j] = in[j] - lse;
-      } else {
-        T inv = T(1.0 / s);
-        for (int64_t j = 0; j < cols; ++j) o[j] *= inv;
-      }
-    }
-  });
-}
-
-void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int64_t rows, int64_t cols,
-                                  const TensorView& gx, bool log) {
-  cpu::dispatch_float(y.dtype, "softmax_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
-    const T* yp = y.ptr<T>();
-    const T* gp = gy.ptr<T>();
-    T* o = gx.ptr<T>();
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* yr = yp + i * cols;
-      const T* gr = gp + i * cols;
-      T* orow = o + i * cols;
-      double s = 0;
-      if (log) {  // gx = gy - softmax * sum(gy)
-        for (int64_t j = 0; j < cols; ++j) s += gr[j];
-        for (int64_t j = 0; j < cols; ++j) orow[j] = gr[j] - std::exp(yr[j]) * T(s);
-      } else {    // gx = y * (gy - sum(gy * y))
-        for (int64_t j = 0; j < cols; ++j) s += double(gr[j]) * yr[j];
-        for (int64_t j = 0; j < cols; ++j) orow[j] = yr[j] * (gr[j] - T(s));
-      }
-    }
   });
 }
 

@@ -1,5 +1,5 @@
 // 8-bit min/max block compression on CUDA (Backend::compress_min_max_uint8 and its
-// decompression): the twin of kernels/cpu/compress_cpu.cpp, giving the same bytes and the same
+// decompression): the twin of kernels/cpu/compress_min_max_uint8_cpu.cpp, giving the same bytes and the same
 // decoded floats (tests/gpu/test_cuda_compress.cpp compares them bit for bit).
 //
 // Shapes: x float32 [n] -> packed uint8 [min_max_uint8_bytes(n, block)] (kernels/min_max_uint8_layout.h:

@@ -2,7 +2,7 @@
 // broadcast to out's shape through their strides (stride 0 on broadcast dims).
 //
 // binary runs for float32/float64/float16/bfloat16/int32/int64/uint8 (bool as uint8, as on the
-// CPU); half types compute in float and round once. Results follow kernels/cpu/elementwise_cpu.cpp:
+// CPU); half types compute in float and round once. Results follow kernels/cpu/elementwise_binary_cpu.cpp:
 //   maximum(x, y) = x > y || x != x ? x : y (a NaN in either operand gives NaN), minimum alike;
 //   pow(x, y) = T(pow(double(x), double(y))); integer arithmetic wraps like the CPU's T(x + y);
 //   div on integers is a DTypeError; comparisons write Bool (0/1 bytes).

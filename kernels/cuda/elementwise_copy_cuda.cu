@@ -5,7 +5,7 @@
 // Same dtype: a contiguous pair is one cudaMemcpyAsync; otherwise the bytes move as 1/2/4/8-byte
 // words through the strided map (elementwise_map.cuh). Different dtypes: one templated functor
 // per (source, destination) pair, converting exactly as the CPU reference does
-// (kernels/cpu/memory_cpu.cpp: through double, or float for sources no wider than float, with
+// (kernels/cpu/elementwise_copy_cpu.cpp: through double, or float for sources no wider than float, with
 // round-to-nearest-even into float16/bfloat16), so GPU and CPU casts agree bit for bit,
 // NaN payloads and the x86 results for out-of-range float-to-integer conversions included.
 #include <cstdint>

@@ -15,7 +15,7 @@
 // (reduction schemes that round partials to the half type are excluded) so a result is rounded
 // to the half type once. Split-K never reduces in place (see make_plan), for reproducibility.
 //
-// Epilogues (gemm_lt.cuh, used by gemm_epilogue_cuda.cu): a plan may carry cuBLASLt's bias
+// Epilogues (gemm_lt.cuh, used by linear_cuda.cu): a plan may carry cuBLASLt's bias
 // epilogue. Its bias vector follows cuBLASLt's D rows, which are our C's columns (n of them),
 // so row-major C[i][j] += bias[j]. When the heuristic has no algorithm for an epilogue problem,
 // the plan records that and lt_matmul returns false, so the caller falls back to unfused work.
@@ -196,7 +196,7 @@ GemmPlan make_plan(DeviceGemmState& st, const GemmKey& key, cudaDataType data_ty
     cublasLtMatmulPreferenceDestroy(pref);
     // An epilogue problem without an algorithm is an answer, not an error: "not supported", no
     // result, or "invalid value" (which PyTorch's addmm notes the heuristic answering for a
-    // bias epilogue with a one-row or one-column operand; gemm_epilogue_cuda.cu does not ask
+    // bias epilogue with a one-row or one-column operand; linear_cuda.cu does not ask
     // for those shapes either).
     const bool no_algo = status == CUBLAS_STATUS_NOT_SUPPORTED ||
                          (status == CUBLAS_STATUS_SUCCESS && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS));

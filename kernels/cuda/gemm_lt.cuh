@@ -1,4 +1,4 @@
-// Private to the GEMM family (gemm_cuda.cu, gemm_epilogue_cuda.cu): one cuBLASLt call with the
+// Private to the GEMM family (gemm_cuda.cu, linear_cuda.cu): one cuBLASLt call with the
 // cached plans of gemm_cuda.cu, optionally with cuBLASLt's bias epilogue.
 #pragma once
 #include <cublasLt.h>

@@ -140,17 +140,6 @@ __device__ __forceinline__ A warp_sum(A v) {
   for (int delta = 16; delta > 0; delta >>= 1) v += __shfl_down_sync(0xffffffffu, v, delta);
   return v;  // lane 0 holds the sum
 }
-// Max over the warp (lane 0 holds it). A NaN in any lane propagates, as the CPU reduction's
-// does: `o > v` alone would drop a NaN arriving as `o`, so the result would depend on the lane.
-template <typename A>
-__device__ __forceinline__ A warp_max(A v) {
-#pragma unroll
-  for (int delta = 16; delta > 0; delta >>= 1) {
-    A o = __shfl_down_sync(0xffffffffu, v, delta);
-    v = (o > v || o != o) ? o : v;
-  }
-  return v;
-}
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
 // result. `scratch` holds 32 values. Fixed order: lanes within a warp, then warps by index.

@@ -1,6 +1,6 @@
-// Test hooks of CudaBackend::linear_forward (gemm_epilogue_cuda.cu), which adds a linear
+// Test hooks of CudaBackend::linear_forward (linear_cuda.cu), which adds a linear
 // layer's bias inside the GEMM through cuBLASLt's bias epilogue when it can and otherwise runs
-// the unfused Backend default (bias copy, then GEMM with beta = 1). Both give the same values
+// the unfused linear_forward_by_gemm (bias copy, then GEMM with beta = 1). Both give the same values
 // to rounding; the tests use these hooks to run each path on purpose and to see which one ran.
 // CUDA builds only (the definitions live in a .cu file).
 #pragma once

@@ -1,4 +1,4 @@
-// Pieces shared by the batch-norm (norm_cuda.cu) and layer-norm (norm_layer_cuda.cu) kernels:
+// Pieces shared by the batch-norm and layer-norm kernels (norm_cuda.cu):
 //   - dispatch_norm: input dtype T and parameter/statistics dtype P (P = T today; float32
 //     parameters with a float16/bfloat16 input are accepted for mixed precision);
 //   - DeviceScratch: temporary device memory from the backend's allocator (stream-ordered);

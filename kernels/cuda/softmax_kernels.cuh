@@ -1,6 +1,6 @@
 // Row softmax / log_softmax kernels, forward and backward, over x [rows, cols] contiguous.
 // One fused kernel per row: max, sum of exp, write. The arithmetic is the CPU reference's
-// (kernels/cpu/reduce_cpu.cpp) in the accumulation type (float for float32/half/bfloat16,
+// (kernels/cpu/softmax_loss_cpu.cpp) in the accumulation type (float for float32/half/bfloat16,
 // double for float64):
 //   m   = max over the row, ignoring NaN (std::max(m, v) keeps m when v is NaN); an all -inf
 //         row uses m = 0 (its outputs then come out NaN, as on the CPU);

@@ -45,6 +45,20 @@ TEST(ClusterEnvironment, LocalByDefault) {
   EXPECT_EQ(c.world_size, 1);
 }
 
+// Processes ddp_spawn starts join its world through the spawner; others make theirs.
+TEST(ClusterEnvironment, OnlyProcessesDdpSpawnStartedWereSpawnedByAParent) {
+  auto spawned = tandem::detect_cluster_environment(env_of({{"TANDEM_SPAWN_WORLD_SIZE", "3"},
+      {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}));
+  EXPECT_EQ(spawned.name, "spawn");
+  EXPECT_TRUE(spawned.spawned_by_parent());
+  EXPECT_EQ(spawned.world_size, 3);
+  EXPECT_EQ(spawned.global_rank, 2);
+  auto relaunched = tandem::detect_cluster_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "2"},
+      {"OMPI_COMM_WORLD_RANK", "1"}}));
+  EXPECT_FALSE(relaunched.spawned_by_parent());
+  EXPECT_FALSE(tandem::detect_cluster_environment(env_of({})).spawned_by_parent());
+}
+
 TEST(ClusterEnvironment, OpenMpi) {
   auto c = tandem::detect_cluster_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "8"},
       {"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},

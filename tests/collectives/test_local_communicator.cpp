@@ -32,6 +32,14 @@ TEST(LocalCommunicator, IsAWorldOfOne) {
   EXPECT_EQ(c.options().timeout, std::chrono::minutes(10));
 }
 
+// Host tensors: a caller keeps its communication buffers on the CPU whatever it computes on.
+TEST(LocalCommunicator, TakesHostTensors) {
+  LocalCommunicator c;
+  EXPECT_FALSE(c.needs_device_tensors());
+  EXPECT_EQ(c.buffer_device(Device::cuda(0)), Device::cpu());
+  EXPECT_EQ(c.buffer_device(Device::cpu()), Device::cpu());
+}
+
 TEST(LocalCommunicator, ReductionsAreCopies) {
   LocalCommunicator c;
   for (DType dt : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt8, DType::Float16}) {

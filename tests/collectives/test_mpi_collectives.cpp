@@ -49,6 +49,8 @@ Tensor pattern_tensor(int rank, int64_t offset, int64_t n, DType dt) {
 
 TEST(MpiCollectives, WorldMatchesMpirun) {
   EXPECT_EQ(g_world->backend_name(), "mpi");
+  EXPECT_FALSE(g_world->needs_device_tensors());  // it stages device tensors through the host
+  EXPECT_EQ(g_world->buffer_device(Device::cuda(0)), Device::cpu());
   EXPECT_GE(g_world->size(), 1);
   // mpirun on one node: everyone shares the node.
   EXPECT_EQ(g_world->local_size(), g_world->size());

@@ -1,4 +1,4 @@
-// Helpers for the CUDA family tests (test_cuda_norm_random_optim.cpp, test_cuda_optim_multi.cpp):
+// Helpers for the CUDA family tests (test_cuda_norm.cpp, test_cuda_optim.cpp, test_cuda_memory.cpp, ...):
 // random host tensors, device copies, dtype rounding and element-wise comparisons that
 // report the first offending index.
 #pragma once

@@ -1,5 +1,5 @@
-// Helpers shared by the CUDA gemm/conv/pool tests (test_cuda_gemm_conv.cpp, test_cuda_pool.cpp,
-// test_cuda_linear_epilogue.cpp):
+// Helpers shared by the CUDA gemm/linear/conv/pool tests (test_cuda_gemm.cpp, test_cuda_linear.cpp,
+// test_cuda_conv_pool.cpp):
 // inputs rounded once to the dtype under test, kept as a device copy and as a float64 CPU copy
 // of the same rounded values (the reference computes on those), and error measures.
 #pragma once

@@ -6,9 +6,9 @@
 //     covers float32-level differences where the math cancels (gelu's negative tail);
 //   - float64 with a tight tolerance; float32 at odd sizes (1 .. 2^20 + 3) and misaligned views;
 //   - NaN and signed-zero behaviour of relu, clamp, abs and their gradients, bit for bit;
-//   - where over every dtype with broadcast, transposed and strided operands; empty tensors.
-// Binary ops are in test_cuda_elementwise_binary.cpp, casts and copies in
-// test_cuda_elementwise_cast.cpp.
+//   - empty tensors.
+// Binary ops and where are in test_cuda_elementwise_binary.cpp, casts and copies in
+// test_cuda_elementwise_copy.cpp.
 #include <limits>
 
 #include "gpu_test_skip.h"
@@ -195,46 +195,6 @@ TEST(CudaElementwiseUnary, IntegerInputsAreRefused) {
   EXPECT_THROW(relu(Tensor::ones({4}, DType::Int32, gpu())), DTypeError);
   Tensor xi = Tensor::ones({4}, DType::Int64, gpu()), out = Tensor::empty({4}, DType::Int64, gpu());
   EXPECT_THROW(backend_for(gpu()).unary(UnaryOp::Exp, xi.view_desc(), out.view_desc(), UnaryParams{}), DTypeError);
-}
-
-// where: the reference is the CPU's where in the same dtype, or for the half types (which the
-// CPU's where does not take) its float32 where on the exactly widened values, narrowed back.
-Tensor cpu_where(const Tensor& c, const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::Float16 || a.dtype() == DType::BFloat16)
-    return where(c, a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
-  return where(c, a, b);
-}
-
-TEST(CudaElementwiseWhere, EveryDtypeBroadcastAndStrided) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937 rng(31);
-  const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                          DType::Int32,   DType::Int64,   DType::UInt8,   DType::Bool};
-  struct Shapes {
-    Shape cond, a, b;
-  };
-  const Shapes shapes[] = {{{37, 61}, {37, 61}, {37, 61}}, {{37, 1}, {37, 61}, {61}}, {{16, 64}, {64}, {}},
-                           {{1, 64}, {16, 64}, {16, 1}},    {{70000, 3}, {3}, {70000, 3}},
-                           {{(1 << 20) + 5}, {(1 << 20) + 5}, {(1 << 20) + 5}}};
-  const Layout layouts[][3] = {{Layout::Contiguous, Layout::Contiguous, Layout::Contiguous},
-                               {Layout::Transposed, Layout::Strided, Layout::Contiguous},
-                               {Layout::Contiguous, Layout::Misaligned, Layout::Transposed},
-                               {Layout::Strided, Layout::Contiguous, Layout::Misaligned}};
-  for (DType dt : dtypes)
-    for (const Shapes& s : shapes)
-      for (const auto& lay : layouts) {
-        std::vector<bool> cv(size_t(shape_numel(s.cond)));
-        for (size_t i = 0; i < cv.size(); ++i) cv[i] = rng() % 3 == 0;
-        const LaidOut c = lay_out(Tensor::from_vector(cv, s.cond), lay[0], gpu());
-        const LaidOut a = lay_out(random_values(s.a, rng, false, 20.0).to(dt), lay[1], gpu());
-        const LaidOut b = lay_out(random_values(s.b, rng, false, 20.0).to(dt), lay[2], gpu());
-        const Tensor got = where(c.dev, a.dev, b.dev), ref = cpu_where(c.cpu, a.cpu, b.cpu);
-        const std::string what = std::string("where ") + dtype_name(dt) + " cond " + c.cpu.shape_str() + " " +
-                                 layout_name(lay[0]) + ", a " + a.cpu.shape_str() + " " + layout_name(lay[1]) +
-                                 ", b " + b.cpu.shape_str() + " " + layout_name(lay[2]);
-        ASSERT_EQ(got.shape(), ref.shape()) << what;
-        EXPECT_TRUE(bytes_of(got) == bytes_of(ref)) << what;
-      }
 }
 
 TEST(CudaElementwise, EmptyTensorsLaunchNothing) {

@@ -29,6 +29,12 @@ class Nccl : public ::testing::Test {
   Device dev;
 };
 
+// NCCL moves only this rank's GPU memory: callers keep their buffers there.
+TEST_F(Nccl, TakesDeviceTensorsOnly) {
+  EXPECT_TRUE(comm->needs_device_tensors());
+  EXPECT_EQ(comm->buffer_device(dev), dev);
+}
+
 TEST_F(Nccl, AllreduceEveryOpAndDtypeInAndOutOfPlace) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64, DType::UInt8}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product}) {

@@ -51,7 +51,7 @@ void AsyncModelAverage::start_round(const std::vector<Tensor>& params) {
   // NCCL averages device tensors; MPI reduces on the host (it stages device tensors there
   // anyway), so the round's tensors are host ones the thread can use without touching a
   // device: pinned, so the copy below is one DMA, finished when copy_ returns.
-  if (rounds_->communicator().backend_name() == "nccl" || flat.device().is_cpu()) {
+  if (rounds_->communicator().needs_device_tensors() || flat.device().is_cpu()) {
     snapshot_ = flat;
     average_ = Tensor::empty(flat.shape(), flat.dtype(), flat.device());
   } else {

@@ -15,7 +15,7 @@
 // The packed form is a flat uint8 tensor of compressed_bytes(numel, block) bytes: the headers of
 // all blocks first, then the codes (kernels/min_max_uint8_layout.h). Float32 and float64 inputs
 // are accepted (float64 is compressed through float32). The work runs on the tensor's device
-// (Backend::compress_min_max_uint8: kernels/cpu/compress_cpu.cpp, or its bit-identical CUDA twin
+// (Backend::compress_min_max_uint8: kernels/cpu/compress_min_max_uint8_cpu.cpp, or its bit-identical CUDA twin
 // kernels/cuda/compress_min_max_uint8_cuda.cu), so for a GPU tensor only the packed bytes ever
 // need to leave the GPU.
 #pragma once

@@ -42,7 +42,6 @@ class EarlyStopping : public Callback {
   int64_t wait_count() const { return wait_count_; }
   int64_t stopped_epoch() const { return stopped_epoch_; }
   double best_score() const { return best_score_; }
-  const std::string& stop_reason() const { return reason_; }
 
  private:
   bool checks_on_train_epoch_end(Trainer& trainer) const;

@@ -3,9 +3,7 @@
 // float16/bfloat16 inputs (against the CPU's float32 result on the same rounded inputs),
 // float16 input with float32 parameters, rows of 1 to 5000 columns, more than 65535 rows,
 // unaligned views and empty batches. Kernels are called through the backends directly, so
-// each test needs no other CUDA family. The rest of this family's tests:
-// test_cuda_random_embedding.cpp (Philox fills, dropout, embedding) and
-// test_cuda_optim_multi.cpp (SGD, Adam, AdamW, multi-tensor lists).
+// each test needs no other CUDA family.
 #include <gtest/gtest.h>
 
 #include <algorithm>

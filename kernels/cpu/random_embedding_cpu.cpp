@@ -1,6 +1,5 @@
-// Random fills and dropout from the Philox stream (bit-identical to the CUDA backend's),
-// embedding gather/scatter, and the per-row negative log-likelihood used by nll_loss and
-// cross_entropy.
+// Random fills and dropout from the Philox stream (bit-identical to the CUDA backend's), and
+// embedding gather/scatter.
 #include <cstring>
 
 #include "engine/tensor/philox.h"
@@ -61,52 +60,6 @@ void CpuBackend::embedding_backward(const TensorView& gy, const TensorView& idx,
     std::fill(w, w + gw.numel(), T(0));
     for (int64_t i = 0; i < n; ++i)  // serial: repeated indices accumulate in index order
       for (int64_t j = 0; j < dim; ++j) w[ip[i] * dim + j] += g[i * dim + j];
-  });
-}
-
-void CpuBackend::nll_rows(const TensorView& logp, const TensorView& target, int64_t ignore_index,
-                          double label_smoothing, const TensorView& loss, const TensorView& valid) {
-  cpu::dispatch_float(logp.dtype, "nll_loss", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
-    const int64_t rows = logp.shape[0], classes = logp.shape[1];
-    const T* lp = logp.ptr<T>();
-    const int64_t* t = target.ptr<int64_t>();
-    T* l = loss.ptr<T>();
-    T* v = valid.ptr<T>();
-    for (int64_t i = 0; i < rows; ++i) {
-      if (t[i] == ignore_index) {
-        l[i] = T(0);
-        v[i] = T(0);
-        continue;
-      }
-      double value = -(1.0 - label_smoothing) * lp[i * classes + t[i]];
-      if (label_smoothing > 0) {
-        double s = 0;
-        for (int64_t c = 0; c < classes; ++c) s += lp[i * classes + c];
-        value -= label_smoothing / double(classes) * s;
-      }
-      l[i] = T(value);
-      v[i] = T(1);
-    }
-  });
-}
-
-void CpuBackend::nll_rows_backward(const TensorView& gloss, const TensorView& target, int64_t ignore_index,
-                                   double label_smoothing, const TensorView& glogp) {
-  cpu::dispatch_float(gloss.dtype, "nll_loss_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
-    const int64_t rows = glogp.shape[0], classes = glogp.shape[1];
-    const T* g = gloss.ptr<T>();
-    const int64_t* t = target.ptr<int64_t>();
-    T* o = glogp.ptr<T>();
-    for (int64_t i = 0; i < rows; ++i) {
-      T* row = o + i * classes;
-      if (t[i] == ignore_index) {
-        std::fill(row, row + classes, T(0));
-        continue;
-      }
-      const T smooth = T(-g[i] * label_smoothing / double(classes));
-      std::fill(row, row + classes, smooth);
-      row[t[i]] += T(-g[i] * (1.0 - label_smoothing));
-    }
   });
 }
 

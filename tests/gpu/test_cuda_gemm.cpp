@@ -1,12 +1,11 @@
-// CUDA gemm (cuBLASLt) and conv2d (cuDNN) against the CPU reference, beyond the float32 op
-// table of test_cuda_backend.cpp: every transpose combination, alpha/beta, odd and degenerate
-// shapes, stride-0 batch broadcasting, misaligned operands, all four float dtypes, TF32 off by
-// default, conv stride/padding/dilation/1x1/batch 1, each gradient alone, and empty batches.
+// CUDA gemm (cuBLASLt) against the CPU reference, beyond the float32 op table of
+// test_cuda_backend.cpp: every transpose combination, alpha/beta, odd and degenerate shapes,
+// stride-0 batch broadcasting, misaligned operands, all four float dtypes, TF32 off by default.
 //
 // References compute in float64 on the CPU from the same rounded inputs. GEMM errors are
 // checked per element against the classic bound |err| <= tol * (|alpha| |A||B| + |beta| |C|)
 // with tol = 2u(output) + 2(k+4)u(accumulator), so a TF32 product (u = 2^-11) fails the float32
-// test; conv errors are checked relative to the output's scale.
+// test.
 #include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
@@ -185,140 +184,6 @@ TEST(CudaGemm, MatmulAndLinearThroughOps) {
   }
 }
 
-// ---------------------------------------------------------------- conv2d
-#if TANDEM_WITH_CUDNN
-
-struct ConvCase {
-  const char* name;
-  int64_t N, C, H, W, OC, KH, KW;
-  Conv2dParams p;
-  bool bias;
-};
-
-int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d) { return (in + 2 * pad - d * (k - 1) - 1) / s + 1; }
-
-// Scale-relative tolerance for a sum of `len` products in dtype dt (cuDNN's algorithms sum in
-// other orders than the CPU, and Winograd/FFT variants add transform error).
-double conv_tolerance(DType dt, int64_t len, bool tf32 = false) {
-  if (tf32) return std::sqrt(double(len)) * std::ldexp(1.0, -9);
-  switch (dt) {
-    case DType::Float64: return 1e-12 + double(len) * std::ldexp(1.0, -50);
-    case DType::Float32: return 1e-5 + double(len) * std::ldexp(1.0, -22);
-    default: return 4 * unit_roundoff(dt) + double(len) * std::ldexp(1.0, -22);
-  }
-}
-
-void check_conv(const ConvCase& cc, DType dt, uint64_t seed, bool tf32 = false) {
-  SCOPED_TRACE(std::string(cc.name) + " " + dtype_name(dt) + (tf32 ? " tf32" : ""));
-  std::mt19937 rng(seed);
-  const int64_t OH = conv_out(cc.H, cc.KH, cc.p.stride_h, cc.p.pad_h, cc.p.dil_h);
-  const int64_t OW = conv_out(cc.W, cc.KW, cc.p.stride_w, cc.p.pad_w, cc.p.dil_w);
-  Operand x = random_operand({cc.N, cc.C, cc.H, cc.W}, dt, rng), w = random_operand({cc.OC, cc.C, cc.KH, cc.KW}, dt, rng);
-  Operand b = random_operand({cc.OC}, dt, rng), gy = random_operand({cc.N, cc.OC, OH, OW}, dt, rng);
-  struct Results { Tensor y, gx, gw, gb; };
-  auto run = [&](Backend& be, const Tensor& xv, const Tensor& wv, const Tensor& bv, const Tensor& gyv) {
-    const DType t = xv.dtype();
-    const Device d = xv.device();
-    Results r{Tensor::empty(gyv.shape(), t, d), Tensor::empty(xv.shape(), t, d), Tensor::empty(wv.shape(), t, d),
-              Tensor::empty({cc.OC}, t, d)};
-    TensorView bias = bv.view_desc(), vx = r.gx.view_desc(), vw = r.gw.view_desc(), vb = r.gb.view_desc();
-    be.conv2d(xv.view_desc(), wv.view_desc(), cc.bias ? &bias : nullptr, cc.p, r.y.view_desc());
-    be.conv2d_backward(xv.view_desc(), wv.view_desc(), gyv.view_desc(), cc.p, &vx, &vw, &vb);
-    return r;
-  };
-  Results got, want = run(cpu_backend(), x.ref, w.ref, b.ref, gy.ref);
-  {
-    Tf32Scope scope(tf32);
-    got = run(gpu_backend(), x.dev, w.dev, b.dev, gy.dev);
-  }
-  EXPECT_LE(scaled_error(values(got.y), values(want.y)), conv_tolerance(dt, cc.C * cc.KH * cc.KW, tf32)) << "y";
-  EXPECT_LE(scaled_error(values(got.gx), values(want.gx)), conv_tolerance(dt, cc.OC * cc.KH * cc.KW, tf32)) << "gx";
-  EXPECT_LE(scaled_error(values(got.gw), values(want.gw)), conv_tolerance(dt, cc.N * OH * OW, tf32)) << "gw";
-  EXPECT_LE(scaled_error(values(got.gb), values(want.gb)), conv_tolerance(dt, cc.N * OH * OW)) << "gb";
-
-  // Each gradient alone (the others null) gives the same values.
-  Tensor gx_only = Tensor::empty(x.dev.shape(), dt, gpu()), gw_only = Tensor::empty(w.dev.shape(), dt, gpu());
-  TensorView vx = gx_only.view_desc(), vw = gw_only.view_desc();
-  Tf32Scope scope(tf32);
-  gpu_backend().conv2d_backward(x.dev.view_desc(), w.dev.view_desc(), gy.dev.view_desc(), cc.p, &vx, nullptr, nullptr);
-  gpu_backend().conv2d_backward(x.dev.view_desc(), w.dev.view_desc(), gy.dev.view_desc(), cc.p, nullptr, &vw, nullptr);
-  EXPECT_EQ(first_mismatch(values(gx_only), values(got.gx)), -1) << "gx alone";
-  EXPECT_EQ(first_mismatch(values(gw_only), values(got.gw)), -1) << "gw alone";
-}
-
-const std::vector<ConvCase>& conv_cases() {
-  static const std::vector<ConvCase> cases{
-      {"3x3 pad 1", 2, 3, 9, 11, 5, 3, 3, {1, 1, 1, 1, 1, 1}, true},
-      {"stride 2x1, pad 1x0, dilation 1x2", 3, 4, 12, 10, 6, 3, 2, {2, 1, 1, 0, 1, 2}, true},
-      {"1x1, batch 1, odd channels", 1, 7, 5, 5, 3, 1, 1, {1, 1, 0, 0, 1, 1}, true},
-      {"5x5 stride 2 pad 2, no bias", 2, 5, 16, 16, 9, 5, 5, {2, 2, 2, 2, 1, 1}, false},
-      {"MNIST-like 1 -> 8 channels", 4, 1, 28, 28, 8, 5, 5, {1, 1, 2, 2, 1, 1}, true},
-  };
-  return cases;
-}
-
-TEST(CudaConv, MatchesCpuInEveryDtype) {
-  SKIP_WITHOUT_GPU();
-  uint64_t seed = 1000;
-  for (const ConvCase& cc : conv_cases())
-    for (DType dt : float_dtypes()) check_conv(cc, dt, seed++);
-}
-
-TEST(CudaConv, Tf32OptIn) {
-  SKIP_WITHOUT_GPU();
-  check_conv(conv_cases()[0], DType::Float32, 1100, /*tf32=*/true);
-  check_conv(conv_cases()[0], DType::Float32, 1101);  // and float32-exact again afterwards
-}
-
-TEST(CudaConv, EmptyBatchGivesZeroWeightAndBiasGradients) {
-  SKIP_WITHOUT_GPU();
-  for (DType dt : float_dtypes()) {
-    const Conv2dParams p{1, 1, 1, 1, 1, 1};
-    Tensor x = Tensor::empty({0, 3, 6, 6}, dt, gpu()), w = Tensor::ones({4, 3, 3, 3}, dt, gpu());
-    Tensor b = Tensor::ones({4}, dt, gpu()), y = Tensor::empty({0, 4, 6, 6}, dt, gpu());
-    TensorView bv = b.view_desc();
-    gpu_backend().conv2d(x.view_desc(), w.view_desc(), &bv, p, y.view_desc());
-    Tensor gx = Tensor::empty(x.shape(), dt, gpu()), gw = Tensor::empty(w.shape(), dt, gpu());
-    Tensor gb = Tensor::empty({4}, dt, gpu());  // poisoned: must be overwritten with zeros
-    TensorView vx = gx.view_desc(), vw = gw.view_desc(), vb = gb.view_desc();
-    gpu_backend().conv2d_backward(x.view_desc(), w.view_desc(), y.view_desc(), p, &vx, &vw, &vb);
-    for (double v : values(gw)) ASSERT_EQ(v, 0.0) << dtype_name(dt);
-    for (double v : values(gb)) ASSERT_EQ(v, 0.0) << dtype_name(dt);
-  }
-}
-
-// The op front end with autograd on the GPU: forward and the three gradients.
-TEST(CudaConv, ThroughOpsWithAutograd) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937 rng(1200);
-  Operand x = random_operand({3, 4, 10, 9}, DType::Float32, rng), w = random_operand({5, 4, 3, 3}, DType::Float32, rng);
-  Operand b = random_operand({5}, DType::Float32, rng), gy = random_operand({3, 5, 5, 9}, DType::Float32, rng);
-  Tensor xd = x.dev.requires_grad_(), wd = w.dev.requires_grad_(), bd = b.dev.requires_grad_();
-  Tensor xr = x.ref.requires_grad_(), wr = w.ref.requires_grad_(), br = b.ref.requires_grad_();
-  Tensor yd = conv2d(xd, wd, bd, {2, 1}, {1, 1}), yr = conv2d(xr, wr, br, {2, 1}, {1, 1});
-  EXPECT_LE(scaled_error(values(yd), values(yr)), 1e-5);
-  yd.backward(gy.dev);
-  yr.backward(gy.ref);
-  EXPECT_LE(scaled_error(values(xd.grad()), values(xr.grad())), 1e-5);
-  EXPECT_LE(scaled_error(values(wd.grad()), values(wr.grad())), 1e-5);
-  EXPECT_LE(scaled_error(values(bd.grad()), values(br.grad())), 1e-5);
-}
-
-#else
-
-TEST(CudaConv, WithoutCudnnSaysHowToInstallIt) {
-  SKIP_WITHOUT_GPU();
-  if (TANDEM_CUDA_EMULATION) GTEST_SKIP() << "the emulation build convolves on the CPU; it has no cuDNN to miss";
-  Tensor x = Tensor::ones({1, 1, 3, 3}).to(gpu()), w = Tensor::ones({1, 1, 2, 2}).to(gpu());
-  try {
-    conv2d(x, w);
-    ADD_FAILURE() << "expected DeviceError";
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("install cuDNN 9 for CUDA 13"), std::string::npos) << e.what();
-  }
-}
-
-#endif  // TANDEM_WITH_CUDNN
 
 }  // namespace
 }  // namespace tandem::testing::gemm_conv

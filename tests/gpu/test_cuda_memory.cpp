@@ -1,18 +1,20 @@
-// Regression tests for defects found in the review of the CUDA backend (label gpu; each test
-// skips itself without a device):
-//   - the caching allocators poll events with cudaEventQuery; a "not ready" answer used to stay
-//     behind as the thread's last runtime error, so the next kernel launch check reported it as
-//     a launch failure;
-//   - conv2d of an input with no element but a non-empty output (H = 0 with padding) must give
-//     the bias everywhere, as on the CPU, instead of handing cuDNN a zero-sized tensor.
+// The CUDA memory family (kernels/cuda/memory_cuda.cu and the caching allocator) beyond the op
+// table (label gpu; each test skips itself without a device):
+//   - the caching allocators poll events with cudaEventQuery; a "not ready" answer must not stay
+//     behind as the thread's last runtime error, or the next kernel launch check reports it as a
+//     launch failure;
+//   - a copy between devices waits for the source device's work.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "cuda_family_test_util.h"
+#include "engine/ops/ops.h"
 
 namespace tandem::testing {
 namespace {
+
+std::vector<float> host(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
 
 // Keeps the compute stream busy for a while: `rounds` float32 GEMMs of size x size x size.
 void queue_long_work(Tensor& a, Tensor& c, int64_t size, int rounds) {
@@ -21,7 +23,7 @@ void queue_long_work(Tensor& a, Tensor& c, int64_t size, int rounds) {
                        a.view_desc().data, 0, 0.0, c.view_desc().data, 0, 1);
 }
 
-TEST(CudaReview, KernelLaunchAfterAPendingPinnedCopySucceeds) {
+TEST(CudaMemory, KernelLaunchAfterAPendingPinnedCopySucceeds) {
   SKIP_WITHOUT_GPU();
   const int64_t size = long_work_size(4096);
   Tensor a = Tensor::full({size, size}, 1.0 / double(size), DType::Float32, kGpu);
@@ -47,22 +49,15 @@ TEST(CudaReview, KernelLaunchAfterAPendingPinnedCopySucceeds) {
   EXPECT_EQ(cv[0], float(1.0 / double(size)));
 }
 
-TEST(CudaReview, Conv2dOfAnEmptySpatialInputIsTheBias) {
+TEST(CudaMemory, ACopyBetweenDevicesWaitsForTheSourceDevicesWork) {
   SKIP_WITHOUT_GPU();
-  std::mt19937 rng(5);
-  // x [2, 3, 0, 4], w [4, 3, 2, 2], padding 1: output [2, 4, 1, 5], every window in the padding.
-  Tensor x = Tensor::empty({2, 3, 0, 4});
-  Tensor w = randn_host({4, 3, 2, 2}, rng), b = randn_host({4}, rng);
-  Conv2dParams p;
-  p.pad_h = p.pad_w = 1;
-  for (Device d : {Device::cpu(), kGpu}) {
-    Tensor xd = x.to(d), wd = w.to(d), bd = b.to(d);
-    Tensor y = Tensor::empty({2, 4, 1, 5}, DType::Float32, d);
-    TensorView bv = bd.view_desc();
-    ASSERT_NO_THROW(backend_for(d).conv2d(xd.view_desc(), wd.view_desc(), &bv, p, y.view_desc())) << d.str();
-    const std::vector<float> yv = y.to(Device::cpu()).to_vector<float>(), bh = b.to_vector<float>();
-    for (size_t i = 0; i < yv.size(); ++i) ASSERT_EQ(yv[i], bh[(i / 5) % 4]) << d.str() << " element " << i;
-  }
+  if (cuda::visible_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  const Tensor a = Tensor::from_vector<float>({1, -2, 3, -4}, {4}).to(Device::cuda(0));
+  const Tensor b = relu(a * 3.0);  // queued on cuda:0's stream
+  const Tensor on_1 = b.to(Device::cuda(1));
+  EXPECT_EQ(host(on_1 + 1.0), (std::vector<float>{4, 1, 10, 1}));
+  const Tensor back = (on_1 * 2.0).to(Device::cuda(0));  // and the other way
+  EXPECT_EQ(host(back), (std::vector<float>{6, 0, 18, 0}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The defects a new user hit (issue #15), each as the user met it: a run that silently trained
-// nothing, a resume that mixed optimizer states, files lost or cut on a full disk, a library's
-// exception text as the whole error message, a help text that disagreed with the run.
+// `tandem` runs end to end, as a user meets them: extending a finished run, resuming with
+// another optimizer, writes on a full disk, config files, library errors as messages, predict's
+// output directory, a fit that trains nothing, and plan's help against what fit runs.
 #include <yaml-cpp/yaml.h>
 
 #include "cli_test_util.h"
@@ -39,7 +39,7 @@ fs::path only_checkpoint(const fs::path& version) {
 
 }  // namespace
 
-TEST(CliDefects, ExtendingAFinishedRunTrainsTheNewEpochs) {
+TEST(CliRuns, ExtendingAFinishedRunTrainsTheNewEpochs) {
   TinyRun run("extend");
   auto first = run_tandem("fit " + run.common + " --trainer.max_epochs=1", run.dir);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
@@ -60,7 +60,7 @@ TEST(CliDefects, ExtendingAFinishedRunTrainsTheNewEpochs) {
   EXPECT_GT(weight_change(only_checkpoint(run.version(1)), only_checkpoint(run.version(2))), 1e-6);
 }
 
-TEST(CliDefects, ResumingWithAnotherOptimizerIsRefused) {
+TEST(CliRuns, ResumingWithAnotherOptimizerIsRefused) {
   TinyRun run("optimizer");
   auto first = run_tandem("fit " + run.common + " --trainer.max_epochs=1", run.dir);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
@@ -71,7 +71,7 @@ TEST(CliDefects, ResumingWithAnotherOptimizerIsRefused) {
   EXPECT_FALSE(fs::exists(run.version(1) / "checkpoints")) << "nothing trained";
 }
 
-TEST(CliDefects, FailedWritesAreErrorsAndKeepTheOldFile) {
+TEST(CliRuns, FailedWritesAreErrorsAndKeepTheOldFile) {
   TinyRun run("full_disk", 200);  // 200 predictions are well over the 512 bytes allowed
   auto fit = run_tandem("fit " + run.common + " --trainer.max_epochs=1", run.dir);
   ASSERT_EQ(fit.exit_code, 0) << fit.out << fit.err;
@@ -92,7 +92,7 @@ TEST(CliDefects, FailedWritesAreErrorsAndKeepTheOldFile) {
   EXPECT_FALSE(fs::exists(run.version(1) / "config.yaml"));
 }
 
-TEST(CliDefects, ConfigYamlIsWrittenWhenFitStarts) {
+TEST(CliRuns, ConfigYamlIsWrittenWhenFitStarts) {
   TinyRun run("config_first");
   // This run fails at its second step; its config.yaml is there to rerun or debug it.
   auto failed = run_tandem("fit " + run.common + " --optimizer=SGD --optimizer.lr=1e38 --trainer.max_epochs=1", run.dir);
@@ -102,7 +102,7 @@ TEST(CliDefects, ConfigYamlIsWrittenWhenFitStarts) {
   EXPECT_EQ(saved["optimizer"]["lr"].as<double>(), 1e38);
 }
 
-TEST(CliDefects, ConfigFilesThatAreNotMappingsAreRefused) {
+TEST(CliRuns, ConfigFilesThatAreNotMappingsAreRefused) {
   const fs::path dir = temp_dir("bad_config");
   { std::ofstream(dir / "empty.yaml") << ""; }
   { std::ofstream(dir / "list.yaml") << "- trainer\n- model\n"; }
@@ -119,7 +119,7 @@ TEST(CliDefects, ConfigFilesThatAreNotMappingsAreRefused) {
   fs::remove_all(dir);
 }
 
-TEST(CliDefects, LibraryErrorsComeWithWhatWasWrong) {
+TEST(CliRuns, LibraryErrorsComeWithWhatWasWrong) {
   auto seed = run_tandem("fit --seed_everything=-1 --print_config");
   EXPECT_EQ(seed.exit_code, 2) << seed.out;
   EXPECT_TRUE(seed.err_has("--seed_everything=-1 is not valid: expected an integer from 0 to 18446744073709551615"))
@@ -142,7 +142,7 @@ TEST(CliDefects, LibraryErrorsComeWithWhatWasWrong) {
   EXPECT_TRUE(huge.err_has("tandem fit: error: out of host memory: cannot allocate 3136000000000 bytes")) << huge.err;
 }
 
-TEST(CliDefects, PredictCreatesItsDirectory) {
+TEST(CliRuns, PredictCreatesItsDirectory) {
   TinyRun run("predict_dir");
   auto fit = run_tandem("fit " + run.common + " --trainer.max_epochs=1", run.dir);
   ASSERT_EQ(fit.exit_code, 0) << fit.out << fit.err;
@@ -156,7 +156,7 @@ TEST(CliDefects, PredictCreatesItsDirectory) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 21) << text;  // header + 20 test examples
 }
 
-TEST(CliDefects, FitThatTrainsNothingSaysWhy) {
+TEST(CliRuns, FitThatTrainsNothingSaysWhy) {
   TinyRun run("nothing");
   auto zero_batches = run_tandem("fit " + run.common + " --trainer.limit_train_batches=0", run.dir);
   ASSERT_EQ(zero_batches.exit_code, 0) << zero_batches.out << zero_batches.err;
@@ -168,7 +168,7 @@ TEST(CliDefects, FitThatTrainsNothingSaysWhy) {
   EXPECT_FALSE(zero_epochs.err_has("T_max")) << zero_epochs.err;
 }
 
-TEST(CliDefects, PlanHelpShowsTheDefaultsFitRunsWith) {
+TEST(CliRuns, PlanHelpShowsTheDefaultsFitRunsWith) {
   auto fit = run_tandem("fit --help");
   auto plan = run_tandem("plan --help");
   ASSERT_EQ(fit.exit_code, 0);
@@ -186,7 +186,7 @@ TEST(CliDefects, PlanHelpShowsTheDefaultsFitRunsWith) {
   EXPECT_TRUE(plan.out_has("  --trainer.max_epochs  (default: 10)")) << plan.out;
 }
 
-TEST(CliDefects, AnUnknownCpuInstructionSetIsAConfigError) {
+TEST(CliRuns, AnUnknownCpuInstructionSetIsAConfigError) {
   TinyRun run("cpu_isa");
   auto r = run_command("cd '" + run.dir.string() + "' && env TANDEM_CPU_ISA=sse9 OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= " +
                        std::string(TANDEM_CLI_PATH) + " fit " + run.common + " --trainer.max_epochs=1");

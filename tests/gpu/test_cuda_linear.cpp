@@ -1,4 +1,4 @@
-// CUDA linear: Backend::linear_forward (cuBLASLt's bias epilogue, gemm_epilogue_cuda.cu) and
+// CUDA linear: Backend::linear_forward (cuBLASLt's bias epilogue, linear_cuda.cu) and
 // linear_weight_grad (GEMM + reduce) against the CPU reference, beyond the float32 op table of
 // test_cuda_backend.cpp: all four float dtypes with and without a bias, odd sizes (rows 1, 3,
 // 257; in/out features 1, 7, 33, 1000), a 3-D input, empty inputs, which path ran (the epilogue
