@@ -19,9 +19,11 @@ class PeerFailedError : public CommError {
 // Tells the other ranks of every live MPI communicator of this process that this rank failed
 // with an error of `error_type` ("DataError", ...) that it reports itself. Their waits then
 // throw PeerFailedError within milliseconds instead of at the timeout. When Tandem initialized
-// MPI, this process ends the job at exit: MPI_Abort with `exit_code` instead of MPI_Finalize,
-// without a further message (a rank that received the notice waits 3 s for that, then aborts
-// itself). Never throws; nothing happens without MPI or without another rank.
+// MPI, this process's exit ends the job: MPI_Abort(exit_code) instead of MPI_Finalize, without
+// a further message (a rank stopped by the notice aborts the job itself only if that has not
+// happened 10 s after its own exit began). For an error only this rank meets: a notice that no
+// rank is waiting for stays queued and would stop a later collective of the same communicator.
+// Never throws; nothing happens without MPI or without another rank.
 void announce_rank_failure(const std::string& error_type, int exit_code);
 
 }  // namespace tandem::collectives

@@ -45,11 +45,14 @@ status=0
 ctest --test-dir "$EMU_BUILD_DIR" -j "$(nproc)" --output-on-failure || status=$?
 if [ -n "$SANITIZE" ]; then
   # The executables the mpi tests run, as the fully built suite above lists them (its
-  # GoogleTest-discovered tests included); each is a target of the same name.
+  # GoogleTest-discovered tests included): the paths in their commands that are executable
+  # files named as a target of the build.
   emu_abs=$(cd "$EMU_BUILD_DIR" && pwd)
+  ninja -C "$BUILD_DIR" -t targets all | sed -n 's/^\([A-Za-z0-9_.-]*\): phony$/\1/p' | sort -u >"$BUILD_DIR/phony_targets.txt"
   mapfile -t mpi_targets < <(ctest --test-dir "$EMU_BUILD_DIR" -N -L mpi --show-only=json-v1 |
     grep -o "\"$emu_abs/[^\"]*\"" | tr -d '"' | sort -u |
-    while read -r f; do [ -f "$f" ] && [ -x "$f" ] && basename "$f"; done | sort -u)
+    while read -r f; do [ -f "$f" ] && [ -x "$f" ] && basename "$f"; done | sort -u |
+    comm -12 - "$BUILD_DIR/phony_targets.txt")
   if [ "${#mpi_targets[@]}" -eq 0 ]; then
     echo "scripts/test.sh: no executables of mpi-labelled tests found in $EMU_BUILD_DIR" >&2
     exit 1

@@ -1,6 +1,7 @@
 #include "collectives/mpi/arrival_tracker.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -63,7 +64,11 @@ std::optional<ArrivalTracker::FailureNotice> ArrivalTracker::failure_notice() {
   MPI_Get_count(&status, MPI_CHAR, &count);
   std::string text(size_t(std::max(count, 0)), '\0');
   MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kFailureNoticeTag, ctl_, MPI_STATUS_IGNORE);
-  return FailureNotice{status.MPI_SOURCE, text};
+  // "<exit code> <error type>"
+  const size_t space = text.find(' ');
+  int exit_code = space == std::string::npos ? 1 : std::atoi(text.substr(0, space).c_str());
+  if (exit_code < 1 || exit_code > 255) exit_code = 1;
+  return FailureNotice{status.MPI_SOURCE, exit_code, space == std::string::npos ? text : text.substr(space + 1)};
 }
 
 std::string ArrivalTracker::missing_ranks(uint64_t seq, std::chrono::milliseconds grace) {

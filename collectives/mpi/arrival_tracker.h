@@ -40,6 +40,7 @@ class ArrivalTracker {
   static constexpr int kFailureNoticeTag = 3;
   struct FailureNotice {
     int rank;
+    int exit_code;
     std::string error_type;
   };
   std::optional<FailureNotice> failure_notice();

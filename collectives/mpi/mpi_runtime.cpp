@@ -38,16 +38,18 @@ std::atomic<bool> g_watchdog_armed{false};
 // Fail-fast state, under g_failure_mutex.
 std::mutex g_failure_mutex;
 std::vector<std::weak_ptr<MpiCommState>> g_comm_states;  // every MpiCommunicator's, expired ones pruned
-int g_failure_exit_code = 0;  // non-zero: this rank failed and announced it
-bool g_peer_failed = false;   // a notice of another rank's failure arrived
+int g_failure_exit_code = 0;       // non-zero: this rank failed and told the others
+int g_peer_failure_exit_code = 0;  // non-zero: a notice of another rank's failure arrived
 MPI_Comm g_abort_comm = MPI_COMM_NULL;  // the largest live communicator when the failure became known
 // Notices in flight: MPI owns the buffers until the sends complete, and the process is ending.
 struct Notice { MPI_Request request; std::string text; };
 std::list<Notice>* g_notices = new std::list<Notice>;
 
-// How long a rank that received a notice waits at exit for the failing rank to end the job: the
-// failing rank reports its error before it aborts, and an abort from here could cut that short.
-constexpr auto kPeerFailureGrace = std::chrono::seconds(3);
+// The rank that failed ends the job (MPI_Abort at its exit, after it reported the error). A rank
+// that received its notice waits this long at exit before it aborts the job itself, in case the
+// failing rank cannot: an abort from here could cut the failing rank's report short, and Open
+// MPI 4.1's mpirun hangs or crashes when ranks abort while another is in MPI_Finalize.
+constexpr auto kPeerFailureGrace = std::chrono::seconds(10);
 
 // The largest communicator still alive (its MPI_Abort reaches every process of the job, ddp_spawn's
 // spawned ones included); with g_failure_mutex held.
@@ -78,17 +80,16 @@ void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  int failure_exit_code = 0;
-  bool peer_failed = false;
+  int failure_exit_code = 0, peer_failure_exit_code = 0;
   {
     std::lock_guard<std::mutex> lock(g_failure_mutex);
     failure_exit_code = g_failure_exit_code;
-    peer_failed = g_peer_failed;
+    peer_failure_exit_code = g_peer_failure_exit_code;
   }
-  // A failure this rank announced (it has reported it) or was told of: MPI_Finalize would wait
-  // for ranks that stopped, and the error is already on the screen once.
+  // This rank failed and told the others (it has printed its error by now): MPI_Finalize would
+  // wait for ranks whose collectives stopped unfinished; end the job quietly with the exit code.
   if (failure_exit_code != 0) end_failed_job(failure_exit_code, false);
-  if (peer_failed) end_failed_job(1, true);
+  if (peer_failure_exit_code != 0) end_failed_job(peer_failure_exit_code, true);
   std::string reason;
   {
     std::lock_guard<std::mutex> lock(g_unclean_mutex);
@@ -152,7 +153,7 @@ void announce_rank_failure(const std::string& error_type, int exit_code) {
     if (!s || s->ctl == MPI_COMM_NULL || s->size < 2) continue;
     for (int r = 0; r < s->size; ++r) {
       if (r == s->rank) continue;
-      g_notices->push_back({MPI_REQUEST_NULL, error_type});
+      g_notices->push_back({MPI_REQUEST_NULL, std::to_string(exit_code) + " " + error_type});
       Notice& n = g_notices->back();
       MPI_Isend(n.text.data(), int(n.text.size()), MPI_CHAR, r, ArrivalTracker::kFailureNoticeTag, s->ctl, &n.request);
       told = true;
@@ -163,15 +164,15 @@ void announce_rank_failure(const std::string& error_type, int exit_code) {
   choose_abort_comm();
 }
 
-void note_peer_failure() {
+void note_peer_failure(int exit_code) {
   std::lock_guard<std::mutex> lock(g_failure_mutex);
-  g_peer_failed = true;
+  if (g_peer_failure_exit_code == 0) g_peer_failure_exit_code = exit_code;
   if (g_abort_comm == MPI_COMM_NULL) choose_abort_comm();
 }
 
 bool job_failing() {
   std::lock_guard<std::mutex> lock(g_failure_mutex);
-  return g_failure_exit_code != 0 || g_peer_failed;
+  return g_failure_exit_code != 0 || g_peer_failure_exit_code != 0;
 }
 
 void mark_mpi_unclean(const std::string& why) {

@@ -35,13 +35,14 @@ void arm_abort_watchdog(std::chrono::milliseconds grace, const std::string& why)
 // ---- fail-fast (docs/COLLECTIVES.md, "When one rank fails") ----
 // Every MpiCommunicator registers its state, so a failing rank can tell the peers of each.
 void register_comm_state(const std::shared_ptr<MpiCommState>& state);
-// The failing rank: sends a failure notice (error_type, ArrivalTracker::kFailureNoticeTag on each live
-// communicator's control communicator) to every other rank, and, when Tandem owns MPI, makes
-// the exit MPI_Abort(exit_code) without a message. Never throws.
+// The failing rank: sends a failure notice ("<exit_code> <error_type>",
+// ArrivalTracker::kFailureNoticeTag on each live communicator's control communicator) to every
+// other rank; when Tandem owns MPI, its exit is then MPI_Abort(exit_code), without a message,
+// instead of MPI_Finalize. Never throws.
 void announce_rank_failure(const std::string& error_type, int exit_code);
-// A rank that received a notice: at exit (when Tandem owns MPI) it waits a few seconds for the
-// failing rank to end the job, then ends it itself, without a message.
-void note_peer_failure();
+// A rank that received a notice (its collective stopped, unfinished): at exit, when Tandem owns
+// MPI, it waits 10 s for the failing rank's abort, then ends the job itself the same way.
+void note_peer_failure(int exit_code);
 // True once this process announced or received a failure: the job is ending, and communicators
 // keep their MPI communicators for the abort instead of freeing them.
 bool job_failing();

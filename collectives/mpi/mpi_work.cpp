@@ -92,7 +92,7 @@ void MpiWork::fail_after_peer_failure(const ArrivalTracker::FailureNotice& notic
   s.abandoned.push_back({std::move(requests_), std::move(buffers_)});
   requests_.clear();
   error_ = "this operation failed earlier: " + msg;
-  note_peer_failure();
+  note_peer_failure(notice.exit_code);
   throw collectives::PeerFailedError(msg);
 }
 

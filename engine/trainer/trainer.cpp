@@ -251,13 +251,16 @@ namespace {
 
 // Fail-fast (collectives/rank_failure.h): with several processes, an error that only this rank
 // may know of is announced to the others before it propagates from a stage, so that their
-// collectives stop at once instead of waiting for the timeout. Left alone: CommError (the
-// communicator already fails or aborts the job) and NonFiniteLossError (the ranks agree on it
-// in a collective and stop together).
+// collectives stop at once instead of waiting for the timeout. Left alone, as errors every rank
+// meets together: CommError (the communicator already fails, or aborts, the job),
+// NonFiniteLossError (the ranks agree on it in a collective) and ConfigError (the ranks read the
+// same configuration); a notice nobody waits for would stay queued for a later collective.
 void announce_failure(const std::exception& error, int world_size, int rank) {
   if (world_size < 2) return;
-  if (dynamic_cast<const CommError*>(&error) || dynamic_cast<const NonFiniteLossError*>(&error)) return;
-  collectives::announce_rank_failure(job_failure_from(error, rank).error, dynamic_cast<const ConfigError*>(&error) ? 2 : 1);
+  if (dynamic_cast<const CommError*>(&error) || dynamic_cast<const NonFiniteLossError*>(&error) ||
+      dynamic_cast<const ConfigError*>(&error))
+    return;
+  collectives::announce_rank_failure(job_failure_from(error, rank).error, 1);
 }
 
 }  // namespace

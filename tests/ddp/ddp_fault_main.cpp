@@ -11,6 +11,7 @@
 //   step_raises    the last rank's training step 2 throws DataError
 //   val_raises     the last rank's first validation batch throws DataError
 //   log_raises     the last rank logs a 2-element tensor at step 2 (the logger's ValueError)
+//   all_raise      every rank's training step 2 throws DataError (all announce, all abort)
 // Usage: mpirun -np N test_ddp_fault MODE [timeout_seconds [bagua_async]]
 // bagua_async: the same job under strategy=bagua algorithm=async (1 warm-up step, 1 ms rounds),
 // whose background thread averages the weights on a communicator of its own meanwhile.
@@ -35,6 +36,9 @@ class Misbehave : public Callback {
   explicit Misbehave(std::string mode) : mode_(std::move(mode)) {}
   std::string name() const override { return "Misbehave"; }
   void on_train_batch_start(Trainer& t, LightningModule& m, const data::Batch&, int64_t) override {
+    if (mode_ == "all_raise" && t.global_step() == 2) {
+      throw DataError("injected failure in training step 2 on every rank, here rank " + std::to_string(t.global_rank()));
+    }
     if (t.global_rank() != t.world_size() - 1 || t.global_step() != 2) return;
     if (mode_ == "step_raises") {
       throw DataError("injected failure in training step 2 on rank " + std::to_string(t.global_rank()));
@@ -42,10 +46,11 @@ class Misbehave : public Callback {
       m.log("two_values", Tensor::full({2}, 1.0));
       return;
     }
+    if (mode_ != "hang" && mode_ != "die") return;
     std::fprintf(stderr, "rank %d: misbehaving (%s) at step 2\n", t.global_rank(), mode_.c_str());
     if (mode_ == "hang") {
       sleep(600);
-    } else if (mode_ == "die") {
+    } else {
       raise(SIGKILL);
     }
   }

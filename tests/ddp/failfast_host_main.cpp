@@ -3,7 +3,7 @@
 // last rank's training step 2 throws DataError. What the host must get, checked on every rank:
 //   - the failing rank: its DataError from fit();
 //   - every other rank: collectives::PeerFailedError from fit(), naming the failing rank, within
-//     10 s although collective_timeout is 600 s;
+//     30 s although collective_timeout is 600 s (under 1 s in a plain build);
 //   - nobody aborts the job (the host decides): the host's own communicator still works, and
 //     the host agrees on the verdict over it and ends the job with MPI_Abort (what a host does
 //     after a failed rank; docs say why not MPI_Finalize).
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     }
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  bool ok = seconds < 10.0;
+  bool ok = seconds < 30.0;  // collective_timeout is 600 s; a plain build takes under 1 s
   if (rank == failing) {
     ok = ok && got == "DataError" && message.find("injected failure on rank " + std::to_string(failing)) != std::string::npos;
   } else {

@@ -169,7 +169,7 @@ TEST_P(DDPCliFailFast, ARankThatFailsAloneEndsTheJobAtOnceWithItsErrorOnce) {
                            " --trainer.collective_timeout=600 --trainer.max_epochs=1 " + launch.flags;
   const CliRun fit = run(launch.under_mpirun ? mpirun(3) : "", args, dir);
   EXPECT_EQ(fit.exit_code, 1) << fit.output;
-  EXPECT_LT(fit.seconds, 20.0) << fit.output;
+  EXPECT_LT(fit.seconds, 40.0) << fit.output;  // collective_timeout is 600 s; plain builds take 2 to 7 s
   EXPECT_EQ(fit.count("cannot create the log directory"), 1) << fit.output;
   EXPECT_TRUE(fit.has(root_file.string() + "/lightning_logs/version_0: Not a directory")) << fit.output;
   if (std::string(launch.name) == "restart_agent") {
