@@ -78,6 +78,34 @@ TEST(CudaTraining, MixedPrecisionTrainsFloat32MasterWeightsCloseToFloat32) {
   EXPECT_NEAR(val_fp16, val32, 0.02);
 }
 
+// 16-mixed clips the unscaled gradient (Strategy::optimizer_step unscales, then the trainer clips):
+// the norm the step used is clip_val. Clipping the scaled gradient (65536x) and unscaling after
+// would leave it 65536 times smaller; no clipping would leave it above clip_val.
+TEST(CudaTraining, SixteenMixedClipsTheUnscaledGradient) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  TrainerOptions o = quiet_options(dir.path);
+  o.accelerator = "cuda";
+  o.precision = "16-mixed";
+  o.max_steps = 4;
+  o.gradient_clip_val = 1e-3;
+  auto counter = std::make_shared<CountingCallback>();
+  counter->record_grad_norm = true;
+  o.callbacks = {counter};
+  manual_seed(7);
+  TinyClassifier model(0.02, 0.0);
+  SyntheticDataModule data(256, 64, 32);
+  Trainer trainer(o);
+  trainer.fit(model, data);
+  int finite = 0;
+  for (double n : counter->grad_norms) {
+    if (!std::isfinite(n)) continue;  // a step the scaler skipped (inf in fp16)
+    ++finite;
+    EXPECT_NEAR(n, 1e-3, 1e-5);
+  }
+  EXPECT_GE(finite, 2);
+}
+
 TEST(CudaTraining, AutocastLowersLinearAndRaisesTheLoss) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
