@@ -61,6 +61,10 @@ int run_generate(const std::vector<std::string>& args) {
     return 0;
   }
   const YAML::Node& c = parsed.config;
+  if (parsed.print_config) {  // the resolved options, as the trainer commands print theirs
+    std::cout << config_to_yaml(c);
+    return 0;
+  }
   const YAML::Node ckpt = get_config_value(c, "ckpt_path");
   if (ckpt.IsNull() || ckpt.Scalar().empty()) throw ConfigError("--ckpt_path=FILE is required: the GPT checkpoint to sample from");
   const std::string path = ckpt.Scalar();

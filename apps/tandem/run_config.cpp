@@ -54,14 +54,7 @@ void check_strategy(const YAML::Node& config) {
   const YAML::Node strategy = get_config_value(config, "trainer.strategy");
   if (!strategy || strategy.IsNull()) return;  // a tree without a trainer section (the C interface's model flags)
   const auto [name, options] = strategy_from_yaml(strategy, "trainer.strategy");
-  if (lower_case(name) == "auto") {
-    if (!options.empty()) {
-      throw ConfigError("--trainer.strategy=auto takes no options (given " + options.begin()->first +
-                        "); name the strategy they belong to, e.g. --trainer.strategy=bagua");
-    }
-    return;
-  }
-  strategy_registry().create(name, options);
+  check_strategy_request(name, strategy_registry(), options);
 }
 
 }  // namespace

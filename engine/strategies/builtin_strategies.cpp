@@ -50,15 +50,29 @@ void validate_num_nodes(int num_nodes) {
   }
 }
 
+std::unique_ptr<Strategy> check_strategy_request(const std::string& requested, const StrategyRegistry& registry,
+                                                 const InitParams& options) {
+  const std::string name = lower_case(requested);
+  if (name == "auto") {
+    if (!options.empty()) {
+      throw ConfigError("strategy=auto takes no options (given " + options.begin()->first + "=" +
+                        options.begin()->second + "); name the strategy they belong to, e.g. --trainer.strategy=bagua");
+    }
+    return nullptr;
+  }
+  if (!registry.contains(name)) {
+    throw ConfigError("unknown strategy '" + requested + "'; choose auto or a registered strategy: " +
+                      registry.joined_names());
+  }
+  return registry.create(name, options);
+}
+
 StrategyChoice select_strategy(const std::string& requested, const StrategyContext& context,
                                const StrategyRegistry& registry, const InitParams& options) {
   validate_num_nodes(context.num_nodes);
   StrategyChoice choice;
   std::string name = lower_case(requested);
-  if (name == "auto" && !options.empty()) {
-    throw ConfigError("strategy=auto takes no options (given " + options.begin()->first + "=" +
-                      options.begin()->second + "); name the strategy they belong to, e.g. --trainer.strategy=bagua");
-  }
+  choice.strategy = check_strategy_request(requested, registry, options);
   if (name == "auto") {
     if (context.num_nodes > 1) {
       name = "ddp";
@@ -69,12 +83,9 @@ StrategyChoice select_strategy(const std::string& requested, const StrategyConte
       name = "ddp";
       choice.notes.push_back("strategy=auto picked ddp: " + std::to_string(context.num_devices) + " devices");
     }
-  } else if (!registry.contains(name)) {
-    throw ConfigError("unknown strategy '" + requested + "'; choose auto or a registered strategy: " +
-                      registry.joined_names());
+    choice.strategy = registry.create(name, options);
   }
   choice.name = name;
-  choice.strategy = registry.create(name, options);
   choice.strategy->validate(context);
   return choice;
 }

@@ -230,6 +230,13 @@ StrategyChoice select_strategy(const std::string& requested, const StrategyConte
 // Throws ConfigError unless num_nodes is a positive integer.
 void validate_num_nodes(int num_nodes);
 
+// The checks of select_strategy that need no machine: "auto" takes no options, any other name
+// is registered and takes `options`. Builds the strategy to check its options (null for auto);
+// what --print_config runs, so it accepts what plan and fit accept.
+std::unique_ptr<Strategy> check_strategy_request(const std::string& requested,
+                                                 const StrategyRegistry& registry = strategy_registry(),
+                                                 const InitParams& options = {});
+
 // The batch moved to `device`; floating inputs and targets cast to `dtype`.
 data::Batch move_batch(const data::Batch& batch, Device device, DType dtype);
 

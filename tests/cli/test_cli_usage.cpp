@@ -33,7 +33,7 @@ TEST(CliUsage, HelpAlignsTheSubcommandSummaries) {
     ++rows;
     columns.insert(size_t(m.position(3)));
   }
-  EXPECT_EQ(rows, 5) << r.out;
+  EXPECT_EQ(rows, 6) << r.out;  // fit, validate, test, predict, generate, plan
   EXPECT_EQ(columns.size(), 1u) << r.out;
 }
 

@@ -44,6 +44,15 @@ TEST(GptCli, FitsOnTextThenGeneratesFromTheCheckpoint) {
   EXPECT_EQ(greedy.out, negative.out);
 }
 
+TEST(GptCli, GeneratePrintConfigShowsTheResolvedOptionsWithoutACheckpoint) {
+  const auto r = run_tandem("generate --prompt='Amen' --max_new_tokens=7 --print_config");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out_has("max_new_tokens: 7")) << r.out;
+  EXPECT_TRUE(r.out_has("prompt: Amen")) << r.out;
+  const auto bad = run_tandem("generate --max_new_tokens=seven --print_config");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+}
+
 // The newest checkpoint under root.
 fs::path newest_checkpoint(const fs::path& root) {
   fs::path best;
