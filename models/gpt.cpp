@@ -126,18 +126,8 @@ Tensor GPT::test_step(const data::Batch& batch, int64_t) {
 }
 
 trainer::OptimizerConfig GPT::configure_optimizers() {
-  trainer::OptimizerConfig out;
-  out.optimizer = make_optimizer(optimization_.optimizer, optim::weight_decay_groups(parameters()));
-  RunLength run;
-  if (trainer()) {
-    run.max_epochs = trainer()->max_epochs();
-    run.max_steps = trainer()->max_steps();
-  }
-  const SchedulerChoice scheduler = make_lr_scheduler(optimization_.lr_scheduler, *out.optimizer, run);
-  out.scheduler = scheduler.scheduler;
-  out.interval = scheduler.interval;
-  out.frequency = scheduler.frequency;
-  return out;
+  return optimization_.with_scheduler(
+      make_optimizer(optimization_.optimizer, optim::weight_decay_groups(parameters())), trainer());
 }
 
 std::shared_ptr<trainer::LightningModule> GPT::make_replica() const {

@@ -69,21 +69,24 @@ Tensor ImageClassifier::test_step(const data::Batch& batch, int64_t) {
   return Tensor();
 }
 
-trainer::OptimizerConfig ImageClassifier::configure_optimizers() {
+trainer::OptimizerConfig OptimizationConfig::with_scheduler(std::shared_ptr<optim::Optimizer> optimizer,
+                                                            const trainer::Trainer* trainer) const {
   trainer::OptimizerConfig out;
-  out.optimizer = make_optimizer(optimization_.optimizer, parameters());
-  // A schedule over "the whole run" (CosineAnnealingLR with T_max null) spans the trainer's
-  // limits, as Lightning modules write T_max=self.trainer.max_epochs.
+  out.optimizer = std::move(optimizer);
   RunLength run;
-  if (trainer()) {
-    run.max_epochs = trainer()->max_epochs();
-    run.max_steps = trainer()->max_steps();
+  if (trainer) {
+    run.max_epochs = trainer->max_epochs();
+    run.max_steps = trainer->max_steps();
   }
-  const SchedulerChoice scheduler = make_lr_scheduler(optimization_.lr_scheduler, *out.optimizer, run);
+  const SchedulerChoice scheduler = make_lr_scheduler(lr_scheduler, *out.optimizer, run);
   out.scheduler = scheduler.scheduler;
   out.interval = scheduler.interval;
   out.frequency = scheduler.frequency;
   return out;
+}
+
+trainer::OptimizerConfig ImageClassifier::configure_optimizers() {
+  return optimization_.with_scheduler(make_optimizer(optimization_.optimizer, parameters()), trainer());
 }
 
 }  // namespace tandem::models

@@ -24,6 +24,11 @@ struct OptimizationConfig {
   // Adam, lr 1e-3, no scheduler: the C++ default and the benchmarks' setup (the CLI adds
   // a cosine schedule by default, apps/tandem/run_config.cpp).
   static OptimizationConfig defaults();
+  // `optimizer` with the lr_scheduler section's schedule. A schedule over "the whole run"
+  // (CosineAnnealingLR with T_max null) spans `trainer`'s limits, as Lightning modules write
+  // T_max=self.trainer.max_epochs; without a trainer the run has no limit.
+  trainer::OptimizerConfig with_scheduler(std::shared_ptr<optim::Optimizer> optimizer,
+                                          const trainer::Trainer* trainer) const;
 };
 
 class ImageClassifier : public trainer::LightningModule {
