@@ -4,6 +4,7 @@
 // invalid input prints nothing on stdout and one error on stderr.
 #include <iostream>
 
+#include "apps/tandem/plan_predict.h"
 #include "apps/tandem/run_config.h"
 #include "apps/tandem/subcommands.h"
 #include "engine/accelerators/accelerator_registry.h"
@@ -37,6 +38,10 @@ std::string plan_help(const ConfigSchema& run_schema) {
                "  --config FILE      YAML with the same keys (flags override it)\n"
                "  --print_config     print the resolved configuration as YAML and stop\n"
                "  --plugin=lib.so    load accelerators exported by tandem_register_accelerators()\n"
+               "  --predict          add \"prediction\": the step time and scaling efficiency at this\n"
+               "                     plan's nodes and processes (docs/SCALING.md), measured on one device\n"
+               "                     here unless --predict_step_ms=F,B,O; links --predict_intra and\n"
+               "                     --predict_inter=LATENCY_US,GBPS, --predict_averaging, --predict_bucket_mb\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
                "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
          trainer_only.help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +
@@ -48,7 +53,8 @@ std::string plan_help(const ConfigSchema& run_schema) {
 
 int run_plan(const std::vector<std::string>& args) {
   // fit's schema, so a fit command line or a run's saved config.yaml plans as it is.
-  const std::optional<ParsedRun> run = parse_run(args, {}, [](const ConfigSchema& schema) { return plan_help(schema); });
+  const std::optional<ParsedRun> run =
+      parse_run(args, predict_flags(), [](const ConfigSchema& schema) { return plan_help(schema); });
   if (!run) return 0;
   // The command a launcher would run in every process: this program with the same flags, under `fit`.
   std::string program = shell_quote(invoked_program()) + " fit";
@@ -56,7 +62,13 @@ int run_plan(const std::vector<std::string>& args) {
 
   const ExecutionPlan plan = plan_execution(hardware_options_from_config(run->config), program);
   for (const auto& note : plan.notes) std::cerr << "tandem plan: " << note << "\n";
-  std::cout << plan.to_json() << std::endl;
+  if (!wants_prediction(*run)) {
+    std::cout << plan.to_json() << std::endl;
+    return 0;
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::parse(plan.to_json());
+  out["prediction"] = predict_scaling(*run, plan);
+  std::cout << out.dump() << std::endl;
   return 0;
 }
 

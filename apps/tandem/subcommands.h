@@ -7,7 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
+#include "engine/data/data_module.h"
 #include "engine/trainer/callback.h"
+#include "engine/trainer/lightning_module.h"
 
 namespace tandem::cli {
 
@@ -36,6 +40,10 @@ int run_predict(const std::vector<std::string>& args);
 
 // `tandem generate`: sample text from a GPT checkpoint (generate_command.cpp).
 int run_generate(const std::vector<std::string>& args);
+
+// The data module the config chooses (trainer_commands.cpp). Text feeds token models only; its
+// block and vocabulary sizes come from the model (a block_size above the model's is a ConfigError).
+std::shared_ptr<data::DataModule> make_data_module(const YAML::Node& config, trainer::LightningModule& model);
 
 // Callbacks a user program adds to every `fit` of its command line, besides the configured
 // ones (e.g. its own monitoring); each factory is called once per fit, in every rank.

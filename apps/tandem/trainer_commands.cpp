@@ -106,21 +106,6 @@ std::vector<CallbackFactory>& extra_fit_callbacks() {
 int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
                       ExecutionPlan plan, trainer::LightningModule& model, data::DataModule& datamodule);
 
-// The data module the config chooses. Text feeds token models only; its block and vocabulary
-// sizes come from the model (a block_size above the model's is a ConfigError).
-std::shared_ptr<data::DataModule> make_data_module(const YAML::Node& config, trainer::LightningModule& model) {
-  if (data_class_of(config) != "text") return std::make_shared<data::FashionMNISTDataModule>(data_options_from_config(config));
-  data::TextDataOptions options = text_data_options_from_config(config);
-  auto* gpt = dynamic_cast<models::GPT*>(&model);
-  if (!gpt) {
-    throw ConfigError("--data=text gives token ids [B, T]; --model=" + config["model"]["name"].Scalar() +
-                      " does not take them (use --model=gpt, gpt-nano, gpt-char or gpt2)");
-  }
-  models::fit_text_data_to_model(options, *gpt);
-  if (options.path.empty() && options.tokens.empty()) options.path = ensure_default_corpus();
-  return std::make_shared<data::TextDataModule>(options);
-}
-
 int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   const std::optional<ParsedRun> run =
       parse_run(args, stage_flags(stage), [&](const ConfigSchema& schema) { return run_help(stage, schema); });
@@ -191,6 +176,19 @@ int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::T
 }
 
 }  // namespace
+
+std::shared_ptr<data::DataModule> make_data_module(const YAML::Node& config, trainer::LightningModule& model) {
+  if (data_class_of(config) != "text") return std::make_shared<data::FashionMNISTDataModule>(data_options_from_config(config));
+  data::TextDataOptions options = text_data_options_from_config(config);
+  auto* gpt = dynamic_cast<models::GPT*>(&model);
+  if (!gpt) {
+    throw ConfigError("--data=text gives token ids [B, T]; --model=" + config["model"]["name"].Scalar() +
+                      " does not take them (use --model=gpt, gpt-nano, gpt-char or gpt2)");
+  }
+  models::fit_text_data_to_model(options, *gpt);
+  if (options.path.empty() && options.tokens.empty()) options.path = ensure_default_corpus();
+  return std::make_shared<data::TextDataModule>(options);
+}
 
 void add_fit_callbacks(CallbackFactory factory) { extra_fit_callbacks().push_back(std::move(factory)); }
 

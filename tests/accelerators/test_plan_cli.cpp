@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cuda/device_query.h"
+#include "tests/cli/tiny_idx_dataset.h"
 #include "tests/support/run_command.h"
 
 #if !defined(TANDEM_CLI_PATH) || !defined(TANDEM_XPU_PLUGIN_PATH) || !defined(TANDEM_XPU_CLI_PATH)
@@ -346,4 +348,51 @@ TEST(XpuUserProgram, PlansThroughTheCli) {
   EXPECT_TRUE(bad.err_has("this machine has 4 xpu devices")) << bad.err;
   auto fit = run_program(TANDEM_XPU_CLI_PATH, "fit --trainer.accelerator=xpu --trainer.devices=1", "");
   expect_invalid(fit, "accelerator=xpu cannot train: a registered accelerator needs a kernel backend");
+}
+
+// --predict with the step given: the default MLP's two buckets (fc3 + fc2: 1,059,850 floats,
+// then fc1: 803,840) and the scaling model's step at 2 nodes x 2 processes over 1 GB/s links with
+// no latency. Ring at 4 ranks: 1.5 n / 1e9 s a bucket. Bucket 0 is ready at
+// 10 + 20 * 4239400 / 7454760 ms and done 6.3591 ms later; bucket 1 is ready at 30 ms, when
+// backward ends, and done 4.82304 ms later: that much is exposed.
+TEST(PlanCli, PredictGivesTheScalingModelsStepForTheConfiguredModel) {
+  auto r = run_plan("--trainer.accelerator=cpu --trainer.num_nodes=2 --trainer.devices=2 --predict_step_ms=10,20,2 "
+                    "--predict_intra=0,1 --predict_inter=0,1",
+                    "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto p = r.json()["prediction"];
+  EXPECT_EQ(p["ranks"], 4);
+  EXPECT_EQ(p["bucket_bytes"].get<std::vector<int64_t>>(), (std::vector<int64_t>{4'239'400, 3'215'360}));
+  EXPECT_NEAR(p["exposed_communication_ms"].get<double>(), 4.82304, 1e-9);
+  EXPECT_NEAR(p["step_ms"].get<double>(), 32 + 4.82304, 1e-9);
+  EXPECT_NEAR(p["efficiency"].get<double>(), 32 / (32 + 4.82304), 1e-12);
+  EXPECT_EQ(p["step_profile"]["source"], "given by --predict_step_ms");
+  // Every other averaging and bucket cap is listed; with exposed time left, the advice names one.
+  EXPECT_EQ(p["alternatives"].size(), 4u + 3u);
+  EXPECT_NE(p["advice"].get<std::string>().find(" would take the step from 36.8 to "), std::string::npos) << p["advice"];
+}
+
+TEST(PlanCli, PredictMeasuresTheStepWhenNotGiven) {
+  const std::filesystem::path data = std::filesystem::temp_directory_path() / ("tandem_predict_" + std::to_string(getpid()));
+  std::filesystem::create_directories(data);
+  write_tiny_fashion_mnist(data.string(), 80, 10);
+  auto r = run_plan("--trainer.accelerator=cpu --trainer.devices=2 --predict --data.batch_size=8 --data.val_size=16 "
+                    "--model.hidden=[16] --trainer.default_root_dir=" + data.string() + " --data.root=" + data.string(),
+                    "");
+  std::filesystem::remove_all(data);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto profile = r.json()["prediction"]["step_profile"];
+  EXPECT_EQ(profile["source"], "measured here on one cpu device");
+  EXPECT_GT(profile["forward_ms"].get<double>(), 0.0);
+  EXPECT_GT(profile["backward_ms"].get<double>(), 0.0);
+}
+
+TEST(PlanCli, MalformedPredictValuesAreConfigErrors) {
+  expect_invalid(run_plan("--trainer.accelerator=cpu --predict_step_ms=10,20", ""),
+                 "--predict_step_ms=10,20 is not valid: expected F,B,O");
+  expect_invalid(run_plan("--trainer.accelerator=cpu --predict_step_ms=1,2,3 --predict_intra=5,0", ""),
+                 "--predict_intra: the bandwidth must be > 0 GB/s");
+  expect_invalid(run_plan("--trainer.accelerator=cpu --predict_step_ms=1,2,3 --predict_averaging=ring", ""),
+                 "averaging 'ring' is not known; choose one of allreduce");
+  expect_invalid(run_plan("--trainer.accelerator=cpu --predict=yes", ""), "--predict takes no value");
 }
