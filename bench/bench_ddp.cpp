@@ -4,11 +4,12 @@
 // the real Trainer with strategy=ddp over the MPI communicator. The twin is
 // bench/peers/ddp_torch.py (PyTorch DDP with gloo, same model, sharding and batch);
 // bench/run_ddp.sh runs both in one run and prints the ratio.
-//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|mlp_deep|cnn] [batch] [root] [bucket_mib]
+//   mpirun -np 2 --bind-to none env OMP_NUM_THREADS=1 build/bin/bench_ddp [mlp|mlp_deep|cnn] [batch] [root] [bucket_mib] [batches]
 // Rank 0 prints one JSON line: samples/s over the epoch (data decoded before the clock, a barrier
 // at the start), the mean step time, the exposed communication per step from the Reducer, the
 // gradient buckets, and peak RSS (max over ranks). bucket_mib caps every bucket (the first one at
-// min(1, bucket_mib) MiB); without it the Reducer's defaults (1 MiB, then 25 MiB) hold.
+// min(1, bucket_mib) MiB); without it the Reducer's defaults (1 MiB, then 25 MiB) hold. batches
+// limits the epoch to that many steps (samples/s then counts the samples of those steps).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -67,6 +68,12 @@ int main(int argc, char** argv) try {
   options.num_nodes = devices > 0 && processes % devices == 0 ? processes / devices : 1;
   options.strategy = strategy;
   options.max_epochs = 1;
+  const int64_t batches = argc > 5 ? std::atoll(argv[5]) : 0;
+  if (argc > 5 && batches <= 0) {
+    std::fprintf(stderr, "bench_ddp: batches must be a positive number of steps, not '%s'\n", argv[5]);
+    return 2;
+  }
+  if (batches > 0) options.limit_train_batches = batches;
   options.limit_val_batches = 0;
   options.num_sanity_val_steps = 0;
   options.enable_checkpointing = false;
@@ -81,7 +88,8 @@ int main(int argc, char** argv) try {
   trainer.fit(*model, datamodule);
   trainer.strategy().barrier("end");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t samples = datamodule.train_dataset()->size();
+  int64_t samples = datamodule.train_dataset()->size();
+  if (batches > 0) samples = std::min(samples, batches * data_options.batch_size * trainer.world_size());
 
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux

@@ -120,16 +120,21 @@ StepProfile measure_profile(const ParsedRun& run, const ExecutionPlan& plan) {
           median_after_first(timer->optimizer_s), {}};
 }
 
-std::vector<int64_t> bucket_bytes(const ParsedRun& run, int64_t cap_bytes) {
+// The configured model's trainable parameters, as the Reducer sees them.
+std::vector<Tensor> trainable_parameters(const ParsedRun& run) {
   std::shared_ptr<trainer::LightningModule> model = models::make_model(run.config);
-  ReducerOptions reducer;
-  reducer.bucket_cap_bytes = cap_bytes;
-  reducer.first_bucket_cap_bytes = std::min(reducer.first_bucket_cap_bytes, cap_bytes);
   std::vector<Tensor> trainable;
   for (const Tensor& p : model->parameters())
     if (p.requires_grad()) trainable.push_back(p);
+  return trainable;
+}
+
+std::vector<int64_t> bucket_bytes(const std::vector<Tensor>& params, double cap_mib) {
+  ReducerOptions reducer;
+  reducer.bucket_cap_bytes = int64_t(cap_mib * (1 << 20));
+  reducer.first_bucket_cap_bytes = std::min(reducer.first_bucket_cap_bytes, reducer.bucket_cap_bytes);
   std::vector<int64_t> out;
-  for (const ReducerBucket& b : assign_buckets(trainable, reducer)) out.push_back(b.numel * int64_t(dtype_size(b.dtype)));
+  for (const ReducerBucket& b : assign_buckets(params, reducer)) out.push_back(b.numel * int64_t(dtype_size(b.dtype)));
   return out;
 }
 
@@ -180,8 +185,8 @@ nlohmann::ordered_json predict_scaling(const ParsedRun& run, const ExecutionPlan
   } else {
     profile = measure_profile(run, plan);
   }
-  const int64_t cap_bytes = int64_t(cap_mb * (1 << 20));
-  profile.bucket_bytes = bucket_bytes(run, cap_bytes);
+  const std::vector<Tensor> params = trainable_parameters(run);
+  profile.bucket_bytes = bucket_bytes(params, cap_mb);
   const scaling::StepPrediction chosen = scaling::predict_step(profile, cluster, averaging);
 
   nlohmann::ordered_json out = prediction_json(chosen);
@@ -208,7 +213,7 @@ nlohmann::ordered_json predict_scaling(const ParsedRun& run, const ExecutionPlan
   for (double other_mb : {1.0, 4.0, 25.0, 100.0}) {
     if (other_mb == cap_mb) continue;
     StepProfile at_cap = profile;
-    at_cap.bucket_bytes = bucket_bytes(run, int64_t(other_mb * (1 << 20)));
+    at_cap.bucket_bytes = bucket_bytes(params, other_mb);
     const scaling::StepPrediction p = scaling::predict_step(at_cap, cluster, averaging);
     nlohmann::ordered_json row = prediction_json(p);
     row["bucket_mb"] = other_mb;
