@@ -43,7 +43,9 @@ std::vector<float> softmax_rows(int64_t rows, int64_t cols, std::mt19937& rng, b
   v[size_t(3 * cols + cols / 2)] = std::numeric_limits<float>::quiet_NaN();
   return v;
 }
-int64_t rows_for(int64_t cols) { return std::clamp<int64_t>(1'500'000 / cols, 8, 70'000); }
+// About 150,000 elements a case: the launch plan follows the row length alone (grid-stride
+// loops over rows), so more rows add time, not coverage.
+int64_t rows_for(int64_t cols) { return std::clamp<int64_t>(150'000 / cols, 8, 4096); }
 
 TEST(CudaSoftmax, ForwardMatchesCpuForShortAndLongRows) {
   SKIP_WITHOUT_GPU();
