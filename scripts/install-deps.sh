@@ -3,7 +3,8 @@
 # ones that are missing. The CUDA toolkit is optional: when /usr/local/cuda/bin/nvcc exists
 # the CUDA backend is built too. Usage: scripts/install-deps.sh [--bench] [--data]
 #   --data   also the dataset packages: Fashion-MNIST and bible-kjv (the King James Bible, --data=text)
-#   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers
+#   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers, matplotlib for
+#            bench/scaling_tables.py's plots
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache
@@ -13,7 +14,7 @@ packages=(build-essential cmake ninja-build pkg-config ccache
 for arg in "$@"; do
   case "$arg" in
     --data) packages+=(dataset-fashion-mnist bible-kjv) ;;
-    --bench) packages+=(python3 python3-torch libopenblas0-pthread dataset-fashion-mnist) ;;
+    --bench) packages+=(python3 python3-torch libopenblas0-pthread python3-matplotlib dataset-fashion-mnist) ;;
     *) echo "install-deps.sh: unknown option '$arg' (allowed: --data, --bench)" >&2; exit 2 ;;
   esac
 done

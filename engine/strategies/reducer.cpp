@@ -71,8 +71,6 @@ struct Reducer::State {
   }
 };
 
-namespace {
-
 // Buckets in reverse parameter order, one open bucket per (dtype, device).
 std::vector<ReducerBucket> assign_buckets(const std::vector<Tensor>& params, const ReducerOptions& options) {
   std::vector<ReducerBucket> done;
@@ -99,6 +97,8 @@ std::vector<ReducerBucket> assign_buckets(const std::vector<Tensor>& params, con
   for (auto& [key, b] : open) done.push_back(std::move(b));
   return done;
 }
+
+namespace {
 
 // Every rank must hold the same parameters; compare a fingerprint by min/max allreduce.
 void check_same_parameters(const std::vector<Tensor>& params, collectives::Communicator& comm) {

@@ -74,6 +74,10 @@ struct ReducerStats {
   }
 };
 
+// The buckets a Reducer over `params` makes (the rule above), without a communicator: for
+// logs and the scaling model (scaling_model.h).
+std::vector<ReducerBucket> assign_buckets(const std::vector<Tensor>& params, const ReducerOptions& options);
+
 class Reducer {
  public:
   // params: the module's trainable parameters in registration order (requires_grad leaves).
