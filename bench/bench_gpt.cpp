@@ -7,13 +7,21 @@
 //                                   of fixed validation windows), a 300-byte sample
 //   bench_gpt step PRESET B T STEPS ms per AdamW training step (median after one warm-up step) on
 //                                   random tokens, and the process' peak RSS
+//   mpirun -np N bench_gpt ddp TEXT STEPS
+//                                   the recipe's model and optimizer (constant lr 1e-3) under the
+//                                   Trainer's ddp over MPI, batch 12 per rank, STEPS steps; rank 0
+//                                   prints JSON: ms per step after 5 warm-up steps, peak RSS (max
+//                                   over ranks). The twin: gpt_torch.py ddp (PyTorch DDP, gloo)
 // Threads: OMP_NUM_THREADS.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -25,6 +33,8 @@
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/callback.h"
+#include "engine/trainer/trainer.h"
 #include "models/gpt.h"
 #include "models/registry.h"
 
@@ -134,12 +144,73 @@ int step_time(const std::string& preset, int64_t B, int64_t T, int64_t steps) {
   return 0;
 }
 
+// The clock at the end of each training batch.
+class StepClock : public trainer::Callback {
+ public:
+  std::string name() const override { return "StepClock"; }
+  void on_train_batch_end(trainer::Trainer&, trainer::LightningModule&, const Tensor&, const data::Batch&, int64_t) override {
+    ends.push_back(Clock::now());
+  }
+  std::vector<Clock::time_point> ends;
+};
+
+int ddp(const std::string& text, int64_t steps) {
+  constexpr int64_t kWarmUp = 5;
+  if (steps <= kWarmUp) {
+    std::cerr << "bench_gpt ddp: STEPS must be above the " << kWarmUp << " warm-up steps\n";
+    return 2;
+  }
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const int ranks = world ? std::atoi(world) : 1;
+  manual_seed(1337);
+  models::GPT model(models::GPTOptions{}, adamw(0.1, {0.9, 0.99}));
+  data::TextDataOptions d;
+  d.path = text;
+  d.block_size = model.options.block_size;
+  d.batch_size = 12;
+  d.samples_per_epoch = 12 * ranks * steps;
+  d.val_samples = 0;
+  data::TextDataModule dm(d);
+  trainer::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.devices = ranks;
+  o.strategy = "ddp";
+  o.max_epochs = 1;
+  o.max_steps = steps;
+  o.gradient_clip_val = 1.0;
+  o.limit_val_batches = 0;
+  o.num_sanity_val_steps = 0;
+  o.enable_checkpointing = false;
+  o.enable_progress_bar = false;
+  o.enable_model_summary = false;
+  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_gpt_ddp_" + std::to_string(getppid()));
+  o.default_root_dir = root.string();
+  auto clock = std::make_shared<StepClock>();
+  o.callbacks.push_back(clock);
+  trainer::Trainer trainer(o);
+  trainer.fit(model, dm);
+  if (int64_t(clock->ends.size()) != steps) {
+    std::cerr << "bench_gpt ddp: " << clock->ends.size() << " steps ran, " << steps << " expected\n";
+    return 1;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(clock->ends.back() - clock->ends[kWarmUp - 1]).count() /
+                    double(steps - kWarmUp);
+  const double rss = trainer.strategy().reduce(peak_rss_mb(), trainer::ReduceFx::Max);
+  if (trainer.is_global_zero()) {
+    std::cout << nlohmann::json{{"ranks", trainer.world_size()}, {"ms_per_step", ms}, {"peak_rss_mb_per_rank", rss}}.dump()
+              << std::endl;
+    std::filesystem::remove_all(root);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "train" && argc == 4) return train(argv[2], std::stoll(argv[3]));
+  if (mode == "ddp" && argc == 4) return ddp(argv[2], std::stoll(argv[3]));
   if (mode == "step" && argc == 6) return step_time(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoll(argv[5]));
-  std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS\n";
+  std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS | mpirun -np N bench_gpt ddp TEXT STEPS\n";
   return 2;
 }

@@ -13,9 +13,15 @@ usage:
                                            to 1e-4); prints JSON: ms/step, val loss over 200 batches, sample
   gpt_torch.py step PRESET B T STEPS [threads]   ms per AdamW training step of gpt2/gpt-nano on random
                                            tokens, and peak RSS
+  gpt_torch.py ddp TEXT STEPS [ranks]      the recipe's model and optimizer (constant lr 1e-3, clip 1)
+                                           under DistributedDataParallel over gloo, batch 12 per rank,
+                                           one thread per process; prints JSON: ms per step after 5
+                                           warm-up steps (rank 0's clock; each step ends with the
+                                           gradient allreduce), peak RSS (max over ranks)
 """
 import json
 import math
+import os
 import resource
 import struct
 import sys
@@ -230,12 +236,57 @@ def step_time(preset, batch, block, steps, threads):
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
+def ddp_worker(rank, world, text_path, steps, port, results):
+    import torch.distributed as dist
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(1337)
+    raw = torch.frombuffer(bytearray(open(text_path, "rb").read()), dtype=torch.uint8).long()
+    train_data = raw[:len(raw) * 9 // 10]
+    cfg = PRESETS["gpt-nano"]
+    model = torch.nn.parallel.DistributedDataParallel(GPT(**cfg))
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(1337 + rank)
+    warmup, start = 5, None
+    for step in range(steps):
+        x, y = windows(train_data, 12, cfg["block_size"], gen)
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step == warmup - 1:
+            start = time.perf_counter()
+    elapsed = time.perf_counter() - start
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        results.put({"ranks": world, "ms_per_step": 1000 * elapsed / (steps - warmup), "peak_rss_mb_per_rank": rss.item()})
+    dist.destroy_process_group()
+
+
+def ddp(text_path, steps, world):
+    import torch.multiprocessing as mp
+    if steps <= 5:
+        sys.exit("gpt_torch.py ddp: STEPS must be above the 5 warm-up steps")
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    mp.spawn(ddp_worker, args=(world, text_path, steps, 29500 + os.getpid() % 1000, results), nprocs=world, join=True)
+    print(json.dumps(results.get()))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "check":
         check(sys.argv[2], sys.argv[3])
     elif mode == "train":
         train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+    elif mode == "ddp":
+        ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 2)
     elif mode == "step":
         step_time(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]) if len(sys.argv) > 6 else 2)
     else:

@@ -73,14 +73,19 @@ class Decentralized : public BaguaAlgorithm {
   int64_t interval_ = 1;
 };
 
-// low_precision_decentralized: gradients stay local; after every optimizer step each rank mixes
-// its weights with its ring neighbours' (rank - 1 and rank + 1 mod N) as Bagua does, through
-// copies it keeps of their weights:
-//   x <- (x + left copy + right copy) / 3
-//   d = x - self copy, sent 8-bit compressed (min_max_uint8.h) to both neighbours
-//   self copy += decode(d); left copy += decode(left's d); right copy += decode(right's d)
-// Every copy of rank j (its own and its neighbours') is updated by the same decoded bits, so
-// they stay equal. All copies start as the common initial weights. Needs 2+ ranks.
+// low_precision_decentralized: gradients stay local; every communication_interval optimizer
+// steps each rank mixes with its ring neighbours (rank - 1 and rank + 1 mod N) as Bagua does
+// (the compressed decentralized SGD of Tang et al. 2018, "DCD-PSGD"): each rank keeps a
+// replica of its own weights and of each neighbour's, all equal to the common initial weights,
+// and only compressed changes of the replicas travel:
+//   z = (x - self) + ((self + left + right) / 3 - self)
+//       the local optimizer steps since the last exchange, plus the move to the mean
+//   q = z 8-bit compressed (min_max_uint8.h), sent to both neighbours
+//   self += decode(q); left += decode(left's q); right += decode(right's q); x = self
+// Every replica of rank j (its own, and the copies its neighbours keep) changes by the same
+// decoded bits, so they stay equal bit for bit, and the weights are their own replica after
+// each exchange: what a neighbour mixes with is what this rank holds. The ranks' mean moves by
+// the mean optimizer step (plus compression error), as in gradient averaging. Needs 2+ ranks.
 class LowPrecisionDecentralized : public BaguaAlgorithm {
  public:
   explicit LowPrecisionDecentralized(const InitParams& params);
@@ -89,10 +94,12 @@ class LowPrecisionDecentralized : public BaguaAlgorithm {
   bool averages_gradients(int64_t /*step*/) const override { return false; }
   BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }
   void on_setup(const std::vector<Tensor>& params) override;
+  // A resumed checkpoint's weights (equal on every rank) become every replica again.
+  void on_weights_restored(const std::vector<Tensor>& params) override;
   void after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params, int64_t step) override;
   std::string describe() const override;
 
-  // The flat copies (float32) of this rank's own weights and of its left and right neighbours'.
+  // The flat replicas (float32) of this rank's own weights and of its left and right neighbours'.
   const Tensor& self_copy() const { return self_; }
   const Tensor& left_copy() const { return left_; }
   const Tensor& right_copy() const { return right_; }

@@ -46,6 +46,9 @@ class BaguaAlgorithm {
   virtual BucketAverager bucket_averager(const collectives::Communicator& comm) const = 0;
   // Once the module is set up (weights equal on every rank), with its trainable parameters.
   virtual void on_setup(const std::vector<Tensor>& /*params*/) {}
+  // After a resumed fit loaded its checkpoint's weights (equal on every rank), before its first
+  // step; state that tracks the weights starts again from them.
+  virtual void on_weights_restored(const std::vector<Tensor>& /*params*/) {}
   // Before optimizer step `step` (counted from 1), with the optimizer that will take it
   // (qadam connects QAdam's momentum averaging here).
   virtual void before_optimizer_step(collectives::Communicator& /*comm*/, optim::Optimizer& /*optimizer*/,

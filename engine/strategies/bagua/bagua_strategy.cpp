@@ -89,6 +89,11 @@ collectives::CommTraffic BaguaStrategy::traffic_so_far() const {
   return sent;
 }
 
+void BaguaStrategy::load_state_dict(const nlohmann::json& state) {
+  DDPStrategy::load_state_dict(state);
+  algorithm_->on_weights_restored(trainable_);
+}
+
 std::string BaguaStrategy::summary() const { return DDPStrategy::summary() + "; " + algorithm_->describe(); }
 
 }  // namespace tandem

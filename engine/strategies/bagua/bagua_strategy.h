@@ -28,6 +28,9 @@ class BaguaStrategy : public DDPStrategy {
   void teardown() override;
   void backward(const Tensor& loss, double factor, bool will_step) override;
   void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) override;
+  // ddp's state (the precision plugin's), then the algorithm's on_weights_restored: a resumed
+  // fit loads its weights before this.
+  void load_state_dict(const nlohmann::json& state) override;
   std::string summary() const override;
 
   const bagua::BaguaAlgorithm& algorithm() const { return *algorithm_; }

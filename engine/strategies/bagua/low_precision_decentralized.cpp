@@ -53,6 +53,8 @@ void LowPrecisionDecentralized::on_setup(const std::vector<Tensor>& params) {
   right_ = self_.clone();
 }
 
+void LowPrecisionDecentralized::on_weights_restored(const std::vector<Tensor>& params) { on_setup(params); }
+
 void LowPrecisionDecentralized::after_optimizer_step(collectives::Communicator& comm, const std::vector<Tensor>& params,
                                                      int64_t step) {
   if (step % interval_ != 0 || params.empty()) return;
@@ -60,8 +62,11 @@ void LowPrecisionDecentralized::after_optimizer_step(collectives::Communicator& 
   TANDEM_CHECK(self_.defined(), ValueError, "low_precision_decentralized: on_setup was not called before the first step");
   NoGradGuard no_grad;
   const int left = (comm.rank() + comm.size() - 1) % comm.size(), right = (comm.rank() + 1) % comm.size();
-  const Tensor mixed = (flat_copy(params) + left_ + right_) / 3.0;
-  const Tensor packed = compress_min_max_uint8(sub(mixed, self_), kDefaultCompressionBlock);
+  // The optimizer's steps since the last exchange plus the move of the own replica towards the
+  // neighbourhood's mean: x - self + (self + left + right) / 3 - self.
+  const Tensor local_update = sub(flat_copy(params), self_);
+  const Tensor to_mean = sub(add(self_, add(left_, right_)) / 3.0, self_);
+  const Tensor packed = compress_min_max_uint8(add(local_update, to_mean), kDefaultCompressionBlock);
   Tensor from_left = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
   Tensor from_right = Tensor::empty(packed.shape(), DType::UInt8, packed.device());
   using collectives::PeerTransfer;
@@ -72,10 +77,11 @@ void LowPrecisionDecentralized::after_optimizer_step(collectives::Communicator& 
   add_decoded(self_, packed);
   add_decoded(left_, from_left);
   add_decoded(right_, from_right);
+  // The weights become the replica both neighbours hold of them, bit for bit.
   int64_t offset = 0;
   for (const Tensor& p : params) {
     Tensor target = p;
-    target.copy_(mixed.narrow(0, offset, p.numel()).view(p.shape()));
+    target.copy_(self_.narrow(0, offset, p.numel()).view(p.shape()));
     offset += p.numel();
   }
 }
