@@ -8,9 +8,12 @@
 //     tandem run by the batch script without srun, exit 2 on every task with the message;
 //   - a job signalled as Slurm warns before a time limit (scancel --signal=USR1) checkpoints,
 //     requeues itself (scontrol requeue), and the requeued run resumes and ends with exactly the
-//     weights of a run never interrupted.
+//     weights of a run never interrupted;
+//   - a node killed during an srun step (every process in its namespace, slurmd included) ends
+//     the step with Slurm's node-failure error naming it, in time.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +35,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // The ranks' MPI traffic stays on the cluster's links (their byte counters show it crossed).
-const std::string task_env = "env OMP_NUM_THREADS=1 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 ";
+// In a sanitized build, srun's tasks need the full allocation stacks that mpirun's ranks get
+// (sanitizers/sanitizer_defaults.cpp recognises mpirun's OMPI_COMM_WORLD_SIZE, which srun does
+// not set), so that LeakSanitizer matches Open MPI's allocations to the suppressions.
+const std::string task_env = "env OMP_NUM_THREADS=1 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 "
+                             "ASAN_OPTIONS=allocator_may_return_null=1:fast_unwind_on_malloc=0 ";
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -272,6 +279,51 @@ TEST_F(SlurmCluster, ASignalledJobCheckpointsRequeuesItselfAndResumesExactly) {
     EXPECT_EQ(tensor.to_vector<double>(), b.model.at(name).to_vector<double>())
         << name << ": the requeued run's weights differ from the uninterrupted run's";
   }
+}
+
+// Node 1 killed outright (kill -9 of every process in its namespace: slurmd, slurmstepd, the
+// rank) one second into a long srun step: rank 0 sees its peer's connection close, slurmctld
+// marks the node down once it misses SlurmdTimeout (10 s here) and srun ends the step with an
+// error naming the node, well within 40 s.
+TEST_F(SlurmCluster, AKilledNodeEndsTheStepWithAClearError) {
+  const fs::path log = dir / "kill.log";
+  const std::string cmd = "cd '" + dir.string() + "' && exec srun -N 2 --ntasks-per-node=1 " +
+                          fit_command("kill", "--data.batch_size=6 --trainer.num_nodes=2 --trainer.devices=1 "
+                                              "--trainer.max_epochs=100000 --trainer.enable_checkpointing=false") +
+                          " > '" + log.string() + "' 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t step = fork();
+  ASSERT_GE(step, 0);
+  if (step == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  while (read_text(log).find("effective batch") == std::string::npos && seconds_since(start) < 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const bool started = read_text(log).find("effective batch") != std::string::npos;
+  if (started) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    EXPECT_EQ(run_command("ip netns pids tandem-node1 | xargs -r kill -9").exit_code, 0);
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(step, &status, WNOHANG)) == 0 && seconds_since(killed) < 45) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    kill(step, SIGKILL);
+    waitpid(step, &status, 0);
+  }
+  const std::string out = read_text(log);
+  ASSERT_TRUE(started) << "training did not start:\n" << out;
+  EXPECT_EQ(done, step) << "srun was still running 45 s after the node was killed:\n" << out;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_LT(seconds_since(killed), 40.0) << out;
+  EXPECT_NE(out.find("srun: error: Node failure on tandem-node1"), std::string::npos) << out;
+  EXPECT_NE(out.find("DUE TO NODE FAILURE"), std::string::npos) << out;
+  EXPECT_NE(out.find("Peer host:  tandem-node1"), std::string::npos) << "rank 0 names its lost peer:\n" << out;
 }
 
 }  // namespace
