@@ -235,10 +235,11 @@ void check_slurm_allocation(const ClusterEnvironment& c, const RequestedProcesse
     for (const auto& item : items) out += (out.empty() ? "" : " ") + item;
     return out;
   };
-  std::string msg = job_name + " runs this step on " + counted(job.nodes, "node") + " x " +
-                    counted(job.tasks_per_node, "task") + " per node (SLURM_STEP_NUM_NODES=" + std::to_string(job.nodes) +
-                    ", tasks per node " + std::to_string(job.tasks_per_node) + "), but " + describe_flags(r) +
-                    " asks for " + counted(r.num_nodes, "node") + " x " + counted(r.processes_per_node, "process") +
+  const std::string tasks = job.tasks_per_node > 0 ? counted(job.tasks_per_node, "task") + " per node"
+                                                   : "uneven tasks per node";
+  std::string msg = job_name + " runs this step on " + (job.nodes > 0 ? counted(job.nodes, "node") : "its nodes") + " x " +
+                    tasks + " (SLURM_STEP_NUM_NODES, SLURM_STEP_TASKS_PER_NODE), but " + describe_flags(r) + " asks for " +
+                    counted(r.num_nodes, "node") + " x " + counted(r.processes_per_node, "process") +
                     " per node; make them agree: ";
   if (!fixes_flags.empty()) msg += "pass " + joined(fixes_flags) + ", or ";
   msg += "ask Slurm for #SBATCH " + joined(fixes_sbatch) + " (srun starts one process per task: one task per " +

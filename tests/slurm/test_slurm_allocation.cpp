@@ -88,6 +88,12 @@ TEST(SlurmEnvironment, UnevenTasksPerNodeAreUnknown) {
   EXPECT_EQ(tandem::detect_cluster_environment(env_of(v)).slurm->tasks_per_node, -1);
   v["SLURM_STEP_TASKS_PER_NODE"] = "2,2(x2)";
   EXPECT_EQ(tandem::detect_cluster_environment(env_of(v)).slurm->tasks_per_node, 2);
+  // 3 nodes with 2, 2 and 1 tasks against flags for 2 nodes: the node count is what can be said.
+  v["SLURM_STEP_NUM_NODES"] = "3";
+  v["SLURM_STEP_NUM_TASKS"] = "5";
+  v["SLURM_STEP_TASKS_PER_NODE"] = "2(x2),1";
+  expect_error<ConfigError>([&] { cpu_plan(2, 2, v); }, {"on 3 nodes x uneven tasks per node", "pass --trainer.num_nodes=3",
+                                                         "#SBATCH --nodes=2"});
 }
 
 TEST(SlurmAllocation, MatchingFlagsPlan) {
