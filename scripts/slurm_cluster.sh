@@ -164,9 +164,12 @@ alive() { local state; state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != 
 down() {
   local f pids=()
   for f in "$state_dir"/tandem-node*.pid "$state_dir/slurmctld.pid" "$state_dir/munge/munged.pid"; do
-    [ -s "$f" ] && pids+=("$(cat "$f")")
+    [ -s "$f" ] || continue
+    # Only our daemons: a pid file left from before a reboot may name another process now.
+    local pid; pid=$(cat "$f")
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" =~ ^(slurmd|slurmctld|munged)$ ]] && pids+=("$pid")
   done
-  local pid tries=0
+  local tries=0
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do
     while alive "$pid" && [ $tries -lt 50 ]; do sleep 0.1; tries=$((tries + 1)); done
