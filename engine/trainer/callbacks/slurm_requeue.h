@@ -1,6 +1,8 @@
-// SlurmRequeue: Lightning's SLURM auto-requeue. Slurm warns a job before its time limit or a
-// preemption with a signal (`#SBATCH --signal=USR1@90`: SIGUSR1 to every task, 90 s ahead; a
-// preemption or `scancel --signal=USR1 <job>` sends it too). On that signal:
+// SlurmRequeue: Lightning's SLURM auto-requeue. Slurm warns a job before its time limit with a
+// signal (`#SBATCH --signal=USR1@90`: SIGUSR1 to every task, 90 s ahead); a preemption sends it
+// where the cluster sets PreemptParameters=send_user_signal (else SIGTERM, which
+// TANDEM_REQUEUE_SIGNAL=TERM makes the trigger), and `scancel --signal=USR1 <job>` sends it by
+// hand. On that signal:
 //
 //   every rank   notes it (an async-signal-safe flag) and finishes the step it is in; after each
 //                optimizer step the ranks agree whether any of them got it (reduce_any), so they
