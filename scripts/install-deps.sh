@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs Tandem's build and test dependencies from Debian 12 packages (apt-get), only the
 # ones that are missing. The CUDA toolkit is optional: when /usr/local/cuda/bin/nvcc exists
-# the CUDA backend is built too. Usage: scripts/install-deps.sh [--bench] [--data]
+# the CUDA backend is built too. Usage: scripts/install-deps.sh [--bench] [--data] [--slurm]
 #   --data   also the dataset packages: Fashion-MNIST and bible-kjv (the King James Bible, --data=text)
 #   --bench  also PyTorch and OpenBLAS for the PyTorch twins in bench/peers, matplotlib for
 #            bench/scaling_tables.py's plots
+#   --slurm  also Slurm (slurmctld, slurmd, clients) and munge for the `slurm` tests (scripts/slurm_cluster.sh)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config ccache
@@ -15,7 +16,8 @@ for arg in "$@"; do
   case "$arg" in
     --data) packages+=(dataset-fashion-mnist bible-kjv) ;;
     --bench) packages+=(python3 python3-torch libopenblas0-pthread python3-matplotlib dataset-fashion-mnist) ;;
-    *) echo "install-deps.sh: unknown option '$arg' (allowed: --data, --bench)" >&2; exit 2 ;;
+    --slurm) packages+=(slurm-wlm munge) ;;
+    *) echo "install-deps.sh: unknown option '$arg' (allowed: --data, --bench, --slurm)" >&2; exit 2 ;;
   esac
 done
 

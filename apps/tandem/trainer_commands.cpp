@@ -15,6 +15,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
+#include "engine/trainer/callbacks/slurm_requeue.h"
 #include "engine/trainer/job_failure.h"
 #include "engine/trainer/trainer.h"
 #include "models/gpt.h"
@@ -146,14 +147,24 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
 int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::TrainerOptions trainer_options,
                       ExecutionPlan plan, trainer::LightningModule& model, data::DataModule& datamodule) {
   const YAML::Node& config = run.config;
+  // In an srun step of a Slurm job: checkpoint and requeue on Slurm's warning signal, and a
+  // requeued run resumes from that checkpoint (slurm_requeue.h).
+  std::shared_ptr<trainer::SlurmRequeue> requeue;
   if (stage == "fit") {
     trainer_options.callbacks.push_back(std::make_shared<SaveConfigCallback>(config));
     for (const auto& make : extra_fit_callbacks()) {
       for (auto& cb : make()) trainer_options.callbacks.push_back(std::move(cb));
     }
+    if ((requeue = trainer::slurm_requeue_for(plan.cluster))) trainer_options.callbacks.push_back(requeue);
   }
   trainer::Trainer trainer(std::move(trainer_options), std::move(plan));
-  const std::string ckpt_path = ckpt_path_of(config);
+  std::string ckpt_path = ckpt_path_of(config);
+  if (requeue && ckpt_path.empty()) {
+    if (auto saved = trainer::newest_hpc_checkpoint(trainer.default_root_dir())) {
+      ckpt_path = *saved;
+      if (trainer.is_global_zero()) std::cout << "tandem: resuming the requeued Slurm job from " << ckpt_path << "\n";
+    }
+  }
   if (const std::string dir = run_dir_of(run.args.config_files); !dir.empty()) trainer.set_checkpoint_run_dir(dir);
 
   if (stage == "fit") {

@@ -1,6 +1,7 @@
 #include "engine/strategies/cluster_environment.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include "engine/accelerators/device_parsing.h"
 #include "engine/core/error.h"
@@ -70,6 +71,45 @@ std::optional<ClusterEnvironment> spawned(const EnvLookup& env) {
   return c;
 }
 
+// SLURM_TASKS_PER_NODE's form, e.g. "2(x3),1": the count on every node when all are equal, else -1.
+int equal_tasks_counted(const std::string& spec) {
+  int common = -1;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = spec.find(',', start);
+    const std::string group = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int count = 0;
+    if (!parse_int_strict(group.substr(0, group.find('(')), &count) || (common != -1 && count != common)) return -1;
+    common = count;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return common;
+}
+
+std::optional<SlurmJob> slurm_job(const EnvLookup& env) {
+  const auto job_id = env("SLURM_JOB_ID");
+  if (!job_id) return {};
+  SlurmJob job;
+  job.job_id = *job_id;
+  job.in_step = is_set(env, "SLURM_STEP_ID");
+  job.mpi_type = env("SLURM_MPI_TYPE").value_or("unset");
+  const int job_nodes = read_int(env, "SLURM_JOB_NUM_NODES", read_int(env, "SLURM_NNODES", -1));
+  job.nodes = job.in_step ? read_int(env, "SLURM_STEP_NUM_NODES", job_nodes) : job_nodes;
+  job.tasks = read_int(env, "SLURM_NTASKS", -1);
+  if (job.in_step) job.tasks = read_int(env, "SLURM_STEP_NUM_TASKS", job.tasks);
+  const auto step_tasks = env("SLURM_STEP_TASKS_PER_NODE");
+  const auto job_tasks = env("SLURM_TASKS_PER_NODE");
+  if (job.in_step && step_tasks) {
+    job.tasks_per_node = equal_tasks_counted(*step_tasks);
+  } else if (is_set(env, "SLURM_NTASKS_PER_NODE")) {
+    job.tasks_per_node = read_int(env, "SLURM_NTASKS_PER_NODE", -1);
+  } else if (job_tasks) {
+    job.tasks_per_node = equal_tasks_counted(*job_tasks);
+  }
+  return job;
+}
+
 std::optional<ClusterEnvironment> slurm(const EnvLookup& env) {
   if (!is_set(env, "SLURM_PROCID") || !is_set(env, "SLURM_NTASKS")) return {};
   ClusterEnvironment c;
@@ -127,13 +167,84 @@ EnvLookup process_environment() {
 }
 
 ClusterEnvironment detect_cluster_environment(const EnvLookup& env) {
+  ClusterEnvironment found;
   for (auto detect : {spawned, open_mpi, pmix, torchrun, slurm}) {
     if (auto c = detect(env)) {
       check_consistent(*c);
-      return *c;
+      found = *c;
+      break;
     }
   }
-  return ClusterEnvironment{};
+  found.slurm = slurm_job(env);
+  return found;
+}
+
+namespace {
+
+// "1 node", "2 nodes", "2 processes".
+std::string counted(int n, const std::string& what) {
+  if (n == 1) return "1 " + what;
+  return std::to_string(n) + " " + what + (what.back() == 's' ? "es" : "s");
+}
+
+// "--trainer.num_nodes=1 --trainer.devices=2 (2 processes per node)", or for a strategy that
+// drives every device from one process, "... (strategy=ddp2: 1 process per node)".
+std::string describe_flags(const RequestedProcesses& r) {
+  std::string out = "--trainer.num_nodes=" + std::to_string(r.num_nodes) + " --trainer.devices=" + std::to_string(r.devices);
+  if (r.processes_per_node == r.devices) return out + " (" + counted(r.processes_per_node, "process") + " per node)";
+  return out + " (strategy=" + r.strategy + ": " + counted(r.processes_per_node, "process") + " per node)";
+}
+
+}  // namespace
+
+void check_slurm_allocation(const ClusterEnvironment& c, const RequestedProcesses& r) {
+  if (!c.slurm || (c.name != "slurm" && c.name != "pmix")) return;
+  const SlurmJob& job = *c.slurm;
+  const int wanted = r.num_nodes * r.processes_per_node;
+  const std::string job_name = "Slurm job " + job.job_id;
+  const std::string allocation = job.tasks_per_node > 0 && job.nodes > 0
+      ? " (--nodes=" + std::to_string(job.nodes) + " x --ntasks-per-node=" + std::to_string(job.tasks_per_node) + ")"
+      : "";
+  if (!job.in_step) {
+    if (wanted == 1 && job.tasks <= 1) return;
+    throw ConfigError("tandem runs in the batch script of " + job_name + " itself (SLURM_STEP_ID is unset: not "
+                      "started by srun), so it is one process, but " +
+                      (job.tasks > 1 ? "the job has " + std::to_string(job.tasks) + " tasks" + allocation
+                                     : describe_flags(r) + " asks for " + counted(wanted, "process")) +
+                      "; start it with srun in the script (`srun tandem fit ...`), which runs one process per task");
+  }
+  if (c.name == "slurm" && wanted > 1) {
+    // Open MPI started by srun learns its peers only through PMIx (Debian's Open MPI has no
+    // PMI-1/PMI-2 client): srun --mpi=none or --mpi=pmi2 would leave every rank alone.
+    throw ConfigError("srun started this process of " + job_name + " without PMIx (PMIX_RANK is unset; SLURM_MPI_TYPE=" +
+                      job.mpi_type + "), so MPI cannot find the other " + std::to_string(wanted - 1) +
+                      " process(es); launch with `srun --mpi=pmix tandem ...` (or MpiDefault=pmix in slurm.conf)");
+  }
+  std::vector<std::string> fixes_flags, fixes_sbatch;
+  if (job.nodes > 0 && job.nodes != r.num_nodes) {
+    fixes_flags.push_back("--trainer.num_nodes=" + std::to_string(job.nodes));
+    fixes_sbatch.push_back("--nodes=" + std::to_string(r.num_nodes));
+  }
+  if (job.tasks_per_node > 0 && job.tasks_per_node != r.processes_per_node) {
+    if (r.processes_per_node == r.devices) fixes_flags.push_back("--trainer.devices=" + std::to_string(job.tasks_per_node));
+    fixes_sbatch.push_back("--ntasks-per-node=" + std::to_string(r.processes_per_node));
+  }
+  if (fixes_sbatch.empty()) return;
+  const auto joined = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : " ") + item;
+    return out;
+  };
+  const std::string tasks = job.tasks_per_node > 0 ? counted(job.tasks_per_node, "task") + " per node"
+                                                   : "uneven tasks per node";
+  std::string msg = job_name + " runs this step on " + (job.nodes > 0 ? counted(job.nodes, "node") : "its nodes") + " x " +
+                    tasks + " (SLURM_STEP_NUM_NODES, SLURM_STEP_TASKS_PER_NODE), but " + describe_flags(r) + " asks for " +
+                    counted(r.num_nodes, "node") + " x " + counted(r.processes_per_node, "process") +
+                    " per node; make them agree: ";
+  if (!fixes_flags.empty()) msg += "pass " + joined(fixes_flags) + ", or ";
+  msg += "ask Slurm for #SBATCH " + joined(fixes_sbatch) + " (srun starts one process per task: one task per " +
+         (r.processes_per_node == r.devices ? std::string("device") : "node for strategy=" + r.strategy) + ")";
+  throw ConfigError(msg);
 }
 
 ClusterEnvironment host_comm_cluster(collectives::HostComm comm) {

@@ -19,6 +19,10 @@
 //
 // The first match in that order wins: mpirun under SLURM still sets OMPI_*, and torchrun
 // under srun sets RANK for its own children.
+//
+// Inside a Slurm job (SLURM_JOB_ID set), whatever the launcher, `slurm` also describes the
+// allocation, so the plan can say which #SBATCH line disagrees with --trainer.num_nodes and
+// --trainer.devices (check_slurm_allocation).
 #pragma once
 #include <functional>
 #include <optional>
@@ -28,12 +32,25 @@
 
 namespace tandem {
 
+// The Slurm job around this process, from the variables sbatch/salloc and srun export.
+struct SlurmJob {
+  std::string job_id;        // SLURM_JOB_ID
+  int nodes = -1;            // SLURM_STEP_NUM_NODES under srun, else SLURM_JOB_NUM_NODES (SLURM_NNODES)
+  // SLURM_STEP_TASKS_PER_NODE under srun, else SLURM_NTASKS_PER_NODE, else SLURM_TASKS_PER_NODE
+  // ("2(x3),1"): the tasks on every node when they are all equal, -1 when uneven or unknown.
+  int tasks_per_node = -1;
+  int tasks = -1;            // SLURM_STEP_NUM_TASKS under srun, else SLURM_NTASKS; -1 when unset
+  bool in_step = false;      // started by srun (SLURM_STEP_ID set), not by the batch script itself
+  std::string mpi_type;      // srun's --mpi (SLURM_MPI_TYPE), "unset" when not exported
+};
+
 struct ClusterEnvironment {
   std::string name = "local";   // spawn, openmpi, pmix, torchrun, slurm, local, host_comm
   int world_size = 1;           // -1 when the variables do not say (pmix without slurm)
   int global_rank = 0;
   int local_rank = 0;           // -1 when unknown
   int node_rank = 0;            // -1 when unknown
+  std::optional<SlurmJob> slurm = std::nullopt;  // inside a Slurm job
   bool launched() const { return name != "local"; }
   // Started by a ddp_spawn parent (MPI_Comm_spawn): its world is joined through the parent's
   // intercommunicator, not made from MPI_COMM_WORLD.
@@ -49,6 +66,21 @@ EnvLookup process_environment();
 // Detects the environment. Throws ConfigError naming the variable when a value is not an
 // integer or ranks are inconsistent (rank >= world size).
 ClusterEnvironment detect_cluster_environment(const EnvLookup& env = process_environment());
+
+// The processes the trainer flags ask for, as check_slurm_allocation compares them.
+struct RequestedProcesses {
+  int num_nodes = 1;
+  int devices = 1;             // devices per node
+  int processes_per_node = 1;  // devices, or 1 for a strategy driving all of them (dp, ddp2)
+  std::string strategy;
+};
+
+// ConfigError when a Slurm job cannot run the processes the flags ask for: started by the
+// batch script instead of srun while the job or the flags have several processes, or a step
+// whose node count or tasks per node differ from num_nodes x processes_per_node. The message
+// names the Slurm values, the flags' values, and what to change on either side. Nothing to
+// check outside Slurm, or under mpirun inside an allocation (the openmpi environment).
+void check_slurm_allocation(const ClusterEnvironment& cluster, const RequestedProcesses& requested);
 
 // The job a host MPI communicator describes (collectives::describe_host_comm: collective over
 // it). Launched, so nothing relaunches it, whatever launcher variables the process also has.

@@ -42,6 +42,7 @@ std::string launch_command(const ExecutionPlan& plan, const std::string& program
 // processes the flags ask for, or ranks would wait forever for peers that never come.
 void check_against_launcher(ExecutionPlan& plan) {
   const ClusterEnvironment& c = plan.cluster;
+  check_slurm_allocation(c, {plan.num_nodes, static_cast<int>(plan.devices.size()), plan.processes_per_node, plan.strategy});
   if (c.world_size < 0) {
     plan.notes.push_back("the " + c.name + " launcher does not export the world size; it is "
                          "checked against devices x num_nodes when MPI starts");
