@@ -3,11 +3,14 @@
 #  1. nanoGPT's CPU recipe on the King James Bible's bytes (gpt-nano, batch 12, AdamW, clip 1,
 #     warm-up 100 then cosine to 1e-4 over STEPS): ms/step, val loss over 200 batches, a sample;
 #  2. the GPT-2 124M shape (gpt2, B=4, T=64, AdamW): ms per training step and peak RSS.
-#   bench/run_gpt.sh [steps=2000] [gpt2_steps=5]      (THREADS=2)
+#   bench/run_gpt.sh [steps=2000] [gpt2_steps=5]      (THREADS=2; TANDEM_BUILD_DIR=build,
+#   TANDEM_SKIP_BUILD=1 to run that build's binaries as they are)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench --data
-scripts/build.sh >/dev/null
+if [ -z "${TANDEM_SKIP_BUILD:-}" ]; then
+  TANDEM_BUILD_DIR=${TANDEM_BUILD_DIR:-build} scripts/build.sh >/dev/null
+fi
 BIN=${TANDEM_BUILD_DIR:-build}/bin
 THREADS=${THREADS:-2}
 STEPS=${1:-2000}
