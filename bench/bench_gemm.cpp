@@ -19,6 +19,7 @@
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
 #include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/thread_pool.h"
 
 using namespace tandem;
 
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   }
   manual_seed(0);
   NoGradGuard no_grad;
-  const int threads = omp_get_max_threads();
+  const int threads = cpu::max_threads();
   const bench::Rate peak = bench::fma_peak_gflops(threads);
   const std::vector<Shape3> shapes = {
       {"matmul", 1024, 1024, 1024}, {"matmul", 2048, 2048, 2048}, {"matmul", 4096, 4096, 4096},

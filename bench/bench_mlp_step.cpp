@@ -28,6 +28,7 @@
 #include "engine/tensor/generator.h"
 #include "engine/trainer/grad_scaler.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/step_graph.h"
 
 using namespace tandem;
@@ -157,7 +158,7 @@ int main(int argc, char** argv) try {
   }
   // On the CPU: the model's FLOP rate and its share of the FMA peak measured here, on as many threads.
   const double step_gflops = 2.0 * step_macs_per_sample(kind) * double(batch) / step_s / 1e9;
-  const double peak_gflops = device.is_cuda() ? 0.0 : bench::fma_peak_gflops(omp_get_max_threads()).wall;
+  const double peak_gflops = device.is_cuda() ? 0.0 : bench::fma_peak_gflops(cpu::max_threads()).wall;
   double peak_mb = 0;
   if (device.is_cuda()) {
     const DeviceStats stats = CUDAAccelerator().get_device_stats(AcceleratorDevice{"cuda", 0});

@@ -4,12 +4,13 @@
 //   bench/run_peak.sh            (or build/bin/bench_peak [threads], default: all cores)
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "bench/peak_measure.h"
 
 int main(int argc, char** argv) {
   using namespace tandem::bench;
-  const int all = argc > 1 ? std::atoi(argv[1]) : omp_get_num_procs();
+  const int all = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
   if (all < 1) {
     std::fprintf(stderr, "bench_peak: threads must be >= 1, got %s\n", argv[1]);
     return 2;

@@ -2,19 +2,19 @@
 // reports "% of measured peak": FMA throughput (a register-only loop of independent FMA chains in
 // the widest instruction set CPUID reports: AVX-512, AVX2 + FMA, else plain float code) and memory
 // bandwidth (the STREAM triad a = b + s*c over arrays far larger than the caches). Each number
-// is the median of 5 timed runs on `threads` OpenMP threads (each thread runs the whole loop;
+// is the median of 5 timed runs on `threads` threads started for the run (each runs the whole loop;
 // GFLOP/s and GB/s are totals), per wall-clock second and per CPU second (the process's CPU time
 // divided by the threads: the rate while the threads actually run, which on a machine shared
 // with other jobs is the number that can be compared between runs).
 // Header-only: only the loop functions carry target attributes.
 #pragma once
-#include <omp.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -118,13 +118,23 @@ Rate median_rate(double work, int threads, F&& run) {
   return {wall[2], cpu[2]};
 }
 
+// body(t) for t in [0, threads), each on its own thread at the same time (t = 0 on the caller).
+template <typename F>
+void on_threads(int threads, F&& body) {
+  std::vector<std::thread> others;
+  for (int t = 1; t < threads; ++t) others.emplace_back([&body, t] { body(t); });
+  body(0);
+  for (std::thread& th : others) th.join();
+}
+
 // GFLOP/s of `loop` on `threads` threads together (median of 5).
 inline Rate fma_gflops(const FmaLoop& loop, int threads) {
   volatile float sink = 0;
   const double gflop = double(threads) * double(loop.iters) * kPeakChains * loop.lanes * 2.0 / 1e9;
   return median_rate(gflop, threads, [&] {
-#pragma omp parallel num_threads(threads)
-    { sink = sink + loop.run(float(omp_get_thread_num())); }
+    std::vector<float> sums(size_t(threads), 0.0f);
+    on_threads(threads, [&](int t) { sums[size_t(t)] = loop.run(float(t)); });
+    for (float s : sums) sink = sink + s;
   });
 }
 
@@ -134,12 +144,13 @@ inline Rate fma_peak_gflops(int threads) { return fma_gflops(fma_loops().front()
 // STREAM triad GB/s on `threads` threads (24 bytes per element: two reads, one write of doubles).
 inline Rate triad_gbps(int threads, int64_t n = int64_t(1) << 25) {
   std::unique_ptr<double[]> a(new double[size_t(n)]), b(new double[size_t(n)]), c(new double[size_t(n)]);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) a[i] = 0.0, b[i] = 1.0, c[i] = 2.0;  // first touch by the same threads
+  auto slice = [&](int t, auto&& fn) {  // thread t's share of [0, n), the same share every time
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) fn(i);
+  };
+  on_threads(threads, [&](int t) { slice(t, [&](int64_t i) { a[i] = 0.0, b[i] = 1.0, c[i] = 2.0; }); });  // first touch
   const double s = 3.0;
   return median_rate(24.0 * double(n) / 1e9, threads, [&] {
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    on_threads(threads, [&](int t) { slice(t, [&](int64_t i) { a[i] = b[i] + s * c[i]; }); });
   });
 }
 

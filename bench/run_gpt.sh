@@ -5,7 +5,8 @@
 #  2. the GPT-2 124M shape (gpt2, B=4, T=64, AdamW): ms per training step and peak RSS;
 #  3. ddp at 2 ranks x 1 thread: gpt-nano, batch 12 per rank, the recipe's optimizer, DDP_STEPS
 #     steps: Tandem's ddp over MPI vs PyTorch DDP over gloo, ms per step (after 5 warm-up steps).
-#   bench/run_gpt.sh [steps=2000] [gpt2_steps=5] [ddp_steps=50]   (THREADS=2, PARTS="train step ddp")
+#   bench/run_gpt.sh [steps=2000] [gpt2_steps=5] [ddp_steps=50]   (THREADS=2, PARTS="train step ddp";
+#   TANDEM_BUILD_DIR=build; the build is made only when its bench_gpt is missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench --data

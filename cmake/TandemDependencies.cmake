@@ -1,7 +1,6 @@
 # Finds the dependencies (all from Debian packages; see scripts/install-deps.sh) and resolves
 # TANDEM_CUDA / TANDEM_MPI into TANDEM_WITH_CUDA / TANDEM_WITH_MPI.
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
-find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(yaml-cpp REQUIRED)

@@ -129,7 +129,7 @@ void ensure_mpi_initialized(int* argc, char*** argv) {
   // (bagua async then polls its rounds on the main thread), anything lower does not.
   if (provided < MPI_THREAD_FUNNELED)
     throw CommError("MPI_Init_thread gave thread level " + std::to_string(provided) +
-                    ", below MPI_THREAD_FUNNELED (Tandem runs OpenMP and data-loader threads beside the main thread, "
+                    ", below MPI_THREAD_FUNNELED (Tandem runs its CPU thread pool and data-loader threads beside the main thread, "
                     "which calls MPI); use an MPI library built with thread support");
 }
 

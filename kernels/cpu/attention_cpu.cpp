@@ -10,14 +10,15 @@
 // vectorized over whole tile rows. kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
 // tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
 //
-// Threads: the forward splits (batch, head, query tile) items over OpenMP threads, the backward
-// (batch, head) pairs (a head's dQ is accumulated over its key tiles by one thread, so no
-// reduction across threads). Below kParallelWork multiply-adds one thread runs everything, since
-// starting a parallel region costs more than small work (kernels/cpu/gemm_cpu.cpp).
+// Threads: the forward hands (batch, head, query tile) items to the thread pool
+// (kernels/cpu/thread_pool.h), the backward (batch, head) pairs (a head's dQ is accumulated over
+// its key tiles by one thread, so no reduction across threads). Below kParallelWork
+// multiply-adds one thread runs everything, since waking the pool costs more than small work.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/tensor/philox.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -91,15 +92,29 @@ void dropout_tile(const Geometry& g, const AttentionParams& p, int64_t bh, int64
     dropout_factors<T>(p, uint64_t((bh * g.Tq + i0 + r) * g.Tk + j0), cols, factors.row(r).data());
 }
 
-// Per-thread tiles.
+// Per-thread tiles, kept by each thread between calls (sized for the largest D and Tq seen).
 template <typename T>
 struct Workspace {
   RowMat<T> scores, factors, grad_scores, acc_a, acc_b;
   Eigen::Array<T, Eigen::Dynamic, 1> row_max, row_sum;
-  explicit Workspace(int64_t D)
-      : scores(kTile, kTile), factors(kTile, kTile), grad_scores(kTile, kTile), acc_a(kTile, D), acc_b(kTile, D),
-        row_max(kTile), row_sum(kTile) {}
+  std::vector<T> delta;  // the backward's rowsum(gout * out) of one head, [Tq]
 };
+
+template <typename T>
+Workspace<T>& thread_workspace(int64_t D, int64_t Tq) {
+  thread_local Workspace<T> w;
+  if (w.acc_a.cols() < D) {
+    w.scores.resize(kTile, kTile);
+    w.factors.resize(kTile, kTile);
+    w.grad_scores.resize(kTile, kTile);
+    w.acc_a.resize(kTile, D);
+    w.acc_b.resize(kTile, D);
+    w.row_max.resize(kTile);
+    w.row_sum.resize(kTile);
+  }
+  if (int64_t(w.delta.size()) < Tq) w.delta.resize(size_t(Tq));
+  return w;
+}
 
 // Forward of query rows [i0, i0 + rows) of one head: out rows and their logsumexp.
 template <typename T>
@@ -146,17 +161,15 @@ void forward(const TensorView& qv, const TensorView& kv, const TensorView& vv, c
              const TensorView& outv, const TensorView& lsev) {
   const Geometry g = geometry_of(qv, kv, p.causal);
   const int64_t tiles = (g.Tq + kTile - 1) / kTile, items = g.B * g.H * tiles;
-  const bool parallel = g.B * g.H * g.Tq * g.Tk * g.D >= kParallelWork && items > 1 && !omp_in_parallel();
-#pragma omp parallel if (parallel)
-  {
-    Workspace<T> w(g.D);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < items; ++item) {
-      const int64_t bh = item / tiles, b = bh / g.H, h = bh % g.H, i0 = (item % tiles) * kTile;
-      forward_tile<T>(g, p, bh, head<T>(qv, b, h), head<T>(kv, b, h), head<T>(vv, b, h), head<T>(outv, b, h),
-                      lsev.ptr<T>() + bh * g.Tq, i0, std::min(kTile, g.Tq - i0), w);
-    }
-  }
+  auto run = [&](int64_t item) {
+    const int64_t bh = item / tiles, b = bh / g.H, h = bh % g.H, i0 = (item % tiles) * kTile;
+    forward_tile<T>(g, p, bh, head<T>(qv, b, h), head<T>(kv, b, h), head<T>(vv, b, h), head<T>(outv, b, h),
+                    lsev.ptr<T>() + bh * g.Tq, i0, std::min(kTile, g.Tq - i0), thread_workspace<T>(g.D, 0));
+  };
+  if (g.B * g.H * g.Tq * g.Tk * g.D >= kParallelWork)
+    cpu::parallel_tasks(items, run);  // items claimed one at a time: causal tiles differ in work
+  else
+    for (int64_t item = 0; item < items; ++item) run(item);
 }
 
 // The operands of one head's backward.
@@ -222,20 +235,18 @@ void backward(const TensorView& qv, const TensorView& kv, const TensorView& vv, 
               const TensorView& gkv, const TensorView& gvv) {
   const Geometry g = geometry_of(qv, kv, p.causal);
   const int64_t heads = g.B * g.H;
-  const bool parallel = heads * g.Tq * g.Tk * g.D >= kParallelWork && heads > 1 && !omp_in_parallel();
-#pragma omp parallel if (parallel)
-  {
-    Workspace<T> w(g.D);
-    std::vector<T> delta(size_t(g.Tq));
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < heads; ++bh) {
-      const int64_t b = bh / g.H, h = bh % g.H;
-      const HeadGrads<T> hg{head<T>(qv, b, h),    head<T>(kv, b, h),  head<T>(vv, b, h),  head<T>(outv, b, h),
-                            head<T>(goutv, b, h), head<T>(gqv, b, h), head<T>(gkv, b, h), head<T>(gvv, b, h),
-                            lsev.ptr<T>() + bh * g.Tq, delta.data()};
-      backward_head<T>(g, p, bh, hg, w);
-    }
-  }
+  auto run = [&](int64_t bh) {
+    Workspace<T>& w = thread_workspace<T>(g.D, g.Tq);
+    const int64_t b = bh / g.H, h = bh % g.H;
+    const HeadGrads<T> hg{head<T>(qv, b, h),    head<T>(kv, b, h),  head<T>(vv, b, h),  head<T>(outv, b, h),
+                          head<T>(goutv, b, h), head<T>(gqv, b, h), head<T>(gkv, b, h), head<T>(gvv, b, h),
+                          lsev.ptr<T>() + bh * g.Tq, w.delta.data()};
+    backward_head<T>(g, p, bh, hg, w);
+  };
+  if (heads * g.Tq * g.Tk * g.D >= kParallelWork)
+    cpu::parallel_tasks(heads, run);
+  else
+    for (int64_t bh = 0; bh < heads; ++bh) run(bh);
 }
 
 }  // namespace

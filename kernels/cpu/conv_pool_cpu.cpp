@@ -1,8 +1,9 @@
 // conv2d (NCHW, groups = 1) as im2col + GEMM per image (float32: the packed GEMM of
 // kernels/cpu/gemm on one thread per image; float64: Eigen), and 2-D max/avg pooling.
 // x [N,C,H,W], w [OC,C,KH,KW], y [N,OC,OH,OW], OH = (H + 2ph - dh(KH-1) - 1)/sh + 1.
-// Images are spread over threads, each with its own column buffer; weight gradients are summed
-// per thread and then across threads in thread order (deterministic for a fixed thread count).
+// Images are spread over the thread pool's tasks, each thread with its own column buffer; weight
+// gradients are summed per task and then across tasks in task order (deterministic for a fixed
+// thread count).
 #include <Eigen/Core>
 #include <limits>
 #include <vector>
@@ -74,6 +75,14 @@ using MapC = Eigen::Map<const RowMat<T>>;
 template <typename T>
 using MapM = Eigen::Map<RowMat<T>>;
 
+// The calling thread's im2col buffer of at least `elements`, kept between calls (it only grows).
+template <typename T>
+T* column_buffer(int64_t elements) {
+  thread_local std::vector<T> col;
+  if (int64_t(col.size()) < elements) col.resize(size_t(elements));
+  return col.data();
+}
+
 // C[m,n] = op(A) op(B) + beta C on the calling thread, all operands contiguous row-major
 // (A [m,k] or [k,m] when ta, B [k,n] or [n,k] when tb); beta is 0 or 1.
 void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
@@ -101,18 +110,16 @@ void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorVi
     T* yp = y.ptr<T>();
     const T* wp = w.ptr<T>();
     if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in the region
-#pragma omp parallel if (g.N > 1)
-    {
-      std::vector<T> col(static_cast<size_t>(g.ck() * g.ohw()));
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < g.N; ++n) {
-        im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
+    cpu::parallel_for(g.N, 1, [&](int64_t n0, int64_t n1) {
+      T* col = column_buffer<T>(g.ck() * g.ohw());
+      for (int64_t n = n0; n < n1; ++n) {
+        im2col(xp + n * g.C * g.H * g.W, g, p, col);
         MapM<T> Y(yp + n * g.OC * g.ohw(), g.OC, g.ohw());
-        gemm_serial(false, false, g.OC, g.ohw(), g.ck(), wp, col.data(), T(0), Y.data());
+        gemm_serial(false, false, g.OC, g.ohw(), g.ck(), wp, col, T(0), Y.data());
         if (bp)
           for (int64_t o = 0; o < g.OC; ++o) Y.row(o).array() += bp[o];
       }
-    }
+    });
   });
 }
 
@@ -124,31 +131,29 @@ void CpuBackend::conv2d_backward(const TensorView& x, const TensorView& w, const
     const T* xp = x.ptr<T>();
     const T* gyp = gy.ptr<T>();
     const T* wp = w.ptr<T>();
-    const int threads = g.N > 1 ? omp_get_max_threads() : 1;
-    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in the region
+    // Images [N*t/threads, N*(t+1)/threads) go to task t, whose sums land in part t.
+    const int threads = int(std::min<int64_t>(g.N, cpu::in_parallel_region() ? 1 : cpu::max_threads()));
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a task
     std::vector<RowMat<T>> gw_part(static_cast<size_t>(threads));
     std::vector<std::vector<double>> gb_part(static_cast<size_t>(threads));
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num();
-      std::vector<T> col(static_cast<size_t>(g.ck() * g.ohw()));
+    cpu::parallel_tasks(threads, [&](int64_t t) {
+      T* col = column_buffer<T>(g.ck() * g.ohw());
       if (gw) gw_part[size_t(t)] = RowMat<T>::Zero(g.OC, g.ck());
       if (gb) gb_part[size_t(t)].assign(size_t(g.OC), 0.0);
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < g.N; ++n) {
+      for (int64_t n = g.N * t / threads; n < g.N * (t + 1) / threads; ++n) {
         MapC<T> GY(gyp + n * g.OC * g.ohw(), g.OC, g.ohw());
         if (gw) {
-          im2col(xp + n * g.C * g.H * g.W, g, p, col.data());
-          gemm_serial(false, true, g.OC, g.ck(), g.ohw(), GY.data(), col.data(), T(1), gw_part[size_t(t)].data());
+          im2col(xp + n * g.C * g.H * g.W, g, p, col);
+          gemm_serial(false, true, g.OC, g.ck(), g.ohw(), GY.data(), col, T(1), gw_part[size_t(t)].data());
         }
         if (gb)
           for (int64_t o = 0; o < g.OC; ++o) gb_part[size_t(t)][size_t(o)] += double(GY.row(o).sum());
         if (gx) {
-          gemm_serial(true, false, g.ck(), g.ohw(), g.OC, wp, GY.data(), T(0), col.data());
-          col2im(col.data(), g, p, gx->ptr<T>() + n * g.C * g.H * g.W);
+          gemm_serial(true, false, g.ck(), g.ohw(), g.OC, wp, GY.data(), T(0), col);
+          col2im(col, g, p, gx->ptr<T>() + n * g.C * g.H * g.W);
         }
       }
-    }
+    });
     if (gw) {
       MapM<T> GW(gw->ptr<T>(), g.OC, g.ck());
       GW.setZero();
@@ -173,8 +178,7 @@ void CpuBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const Te
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
     int64_t* ip = indices.ptr<int64_t>();
-#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    cpu::parallel_loop(planes, planes * H * W >= cpu::kParallelGrain, [&](int64_t pl) {
       const T* in = xp + pl * H * W;
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
@@ -197,7 +201,7 @@ void CpuBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const Te
           yp[(pl * OH + oh) * OW + ow] = best;
           ip[(pl * OH + oh) * OW + ow] = arg;
         }
-    }
+    });
   });
 }
 
@@ -208,12 +212,11 @@ void CpuBackend::max_pool2d_backward(const TensorView& gy, const TensorView& ind
     const T* g = gy.ptr<T>();
     const int64_t* ip = indices.ptr<int64_t>();
     T* o = gx.ptr<T>();
-#pragma omp parallel for schedule(static) if (planes * HW >= cpu::kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    cpu::parallel_loop(planes, planes * HW >= cpu::kParallelGrain, [&](int64_t pl) {
       T* dst = o + pl * HW;
       std::fill(dst, dst + HW, T(0));
       for (int64_t i = 0; i < OHW; ++i) dst[ip[pl * OHW + i]] += g[pl * OHW + i];
-    }
+    });
   });
 }
 
@@ -240,8 +243,7 @@ void CpuBackend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const Te
     const int64_t OH = y.shape[2], OW = y.shape[3];
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
-#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl)
+    cpu::parallel_loop(planes, planes * H * W >= cpu::kParallelGrain, [&](int64_t pl) {
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           const AvgWindow win = avg_window(oh, ow, H, W, p);
@@ -250,6 +252,7 @@ void CpuBackend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const Te
             for (int64_t iw = win.w0; iw < win.w1; ++iw) s += xp[(pl * H + ih) * W + iw];
           yp[(pl * OH + oh) * OW + ow] = T(s / double(win.divisor));
         }
+    });
   });
 }
 
@@ -259,8 +262,7 @@ void CpuBackend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& p
     const int64_t OH = gy.shape[2], OW = gy.shape[3];
     const T* g = gy.ptr<T>();
     T* o = gx.ptr<T>();
-#pragma omp parallel for schedule(static) if (planes * H * W >= cpu::kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    cpu::parallel_loop(planes, planes * H * W >= cpu::kParallelGrain, [&](int64_t pl) {
       T* dst = o + pl * H * W;
       std::fill(dst, dst + H * W, T(0));
       for (int64_t oh = 0; oh < OH; ++oh)
@@ -270,7 +272,7 @@ void CpuBackend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& p
           for (int64_t ih = win.h0; ih < win.h1; ++ih)
             for (int64_t iw = win.w0; iw < win.w1; ++iw) dst[ih * W + iw] += share;
         }
-    }
+    });
   });
 }
 

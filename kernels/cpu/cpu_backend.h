@@ -1,5 +1,5 @@
 // The CPU reference backend (the packed float32 GEMM of kernels/cpu/gemm, Eigen for float64
-// GEMM and vectorized math, OpenMP across the machine's cores). Every kernel of the list (kernels/kernel_list.def) is implemented here, one file per
+// GEMM and vectorized math, the thread pool of thread_pool.h across the machine's cores). Every kernel of the list (kernels/kernel_list.def) is implemented here, one file per
 // family of the list, each the twin of kernels/cuda/<family>_cuda.cu: memory_cpu.cpp,
 // elementwise_copy_cpu.cpp, elementwise_cpu.cpp, elementwise_binary_cpu.cpp, reduce_cpu.cpp,
 // gemm_cpu.cpp, linear_cpu.cpp, softmax_loss_cpu.cpp, conv_pool_cpu.cpp, norm_cpu.cpp,

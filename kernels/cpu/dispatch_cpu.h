@@ -1,16 +1,14 @@
 // dtype -> C++ type dispatch for CPU kernels:
 //   cpu::dispatch_float(dtype, "kernel", [&](auto tag) { using T = TANDEM_TYPE(tag); ... });
 // runs the body with T = float or double and throws DTypeError for other dtypes;
-// dispatch_all adds int32, int64 and uint8 (also used for bool). Functions, not macros, so
-// the bodies may contain OpenMP pragmas.
+// dispatch_all adds int32, int64 and uint8 (also used for bool).
 #pragma once
-#include <omp.h>
-
 #include <cstdint>
 #include <string>
 
 #include "engine/core/error.h"
 #include "engine/tensor/dtype.h"
+#include "kernels/cpu/thread_pool.h"
 
 #define TANDEM_TYPE(tag) typename decltype(tag)::type
 
@@ -18,7 +16,7 @@ namespace tandem::cpu {
 
 template <typename T> struct TypeTag { using type = T; };
 
-// Below this many elements, kernels stay on one thread (thread start-up costs more).
+// Below this many elements, kernels stay on one thread (handing work to the pool costs more).
 constexpr int64_t kParallelGrain = 1 << 18;
 
 template <typename F>

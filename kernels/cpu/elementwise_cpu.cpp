@@ -17,17 +17,7 @@ template <typename T> using MMap = Eigen::Map<Arr<T>>;
 // Runs fn(begin, count) over [0, n) in one chunk per thread.
 template <typename Fn>
 void parallel_chunks(int64_t n, Fn&& fn) {
-  if (n < cpu::kParallelGrain) {
-    if (n > 0) fn(int64_t(0), n);
-    return;
-  }
-#pragma omp parallel
-  {
-    int threads = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t per = (n + threads - 1) / threads;
-    int64_t begin = std::min<int64_t>(n, per * t), end = std::min<int64_t>(n, begin + per);
-    if (end > begin) fn(begin, end - begin);
-  }
+  cpu::parallel_for(n, cpu::kParallelGrain / 2, [&](int64_t begin, int64_t end) { fn(begin, end - begin); });
 }
 
 constexpr double kSqrt2 = 1.4142135623730951;

@@ -3,9 +3,9 @@
 // code chosen by CPUID or TANDEM_CPU_ISA). float64 runs Eigen, the reference the tests compare
 // against. Neither uses a library's own parallel GEMM: Eigen's threads spin-wait on each other
 // while packing shared blocks, which on a 2-vCPU VM made a small MLP step ~25x slower than one
-// thread. Instead each thread computes an independent rectangle (float32) or band of rows
-// (float64) of C with no synchronization until the region ends; batched small products run one
-// matrix per thread.
+// thread. Instead each task of the thread pool (kernels/cpu/thread_pool.h) computes an
+// independent rectangle (float32) or band of rows (float64) of C with no synchronization until
+// the job ends; batched small products run one matrix per task.
 #include <Eigen/Core>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -40,19 +40,17 @@ void dgemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 
 void dgemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
                double beta, double* c) {
-  const int threads = omp_get_max_threads();
-  if (threads <= 1 || m * n * k < cpu::kSgemmParallelWork || m < 2 * threads || omp_in_parallel()) {
+  const int threads = cpu::max_threads();
+  if (threads <= 1 || m * n * k < cpu::kSgemmParallelWork || m < 2 * threads || cpu::in_parallel_region()) {
     dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, 0, m);
     return;
   }
-#pragma omp parallel num_threads(threads)
-  {
-    // Bands of rows, multiples of 16 so Eigen's register blocks stay whole.
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t band = ((m + nt - 1) / nt + 15) / 16 * 16;
+  // Bands of rows, multiples of 16 so Eigen's register blocks stay whole.
+  const int64_t band = ((m + threads - 1) / threads + 15) / 16 * 16;
+  cpu::parallel_tasks(threads, [&](int64_t t) {
     const int64_t r0 = std::min<int64_t>(m, band * t), r1 = std::min<int64_t>(m, r0 + band);
     if (r1 > r0) dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, r0, r1);
-  }
+  });
 }
 
 void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a, const float* b,
@@ -81,12 +79,12 @@ void CpuBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_
     T* cp = static_cast<T*>(c);
     if (m == 0 || n == 0) return;
     // Small products of a batch run one per thread; large ones one after another, each threaded.
-    const bool per_thread = batch > 1 && m * n * k < cpu::kSgemmParallelWork && !omp_in_parallel();
-    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a region
-#pragma omp parallel for schedule(static) if (per_thread)
-    for (int64_t i = 0; i < batch; ++i)
+    const bool per_thread = batch > 1 && m * n * k < cpu::kSgemmParallelWork;
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a task
+    cpu::parallel_loop(batch, per_thread, [&](int64_t i) {
       gemm_one(trans_a, trans_b, m, n, k, alpha, ap + i * stride_a, bp + i * stride_b, beta, cp + i * stride_c,
-               per_thread ? 1 : omp_get_max_threads());
+               per_thread ? 1 : cpu::max_threads());
+    });
   });
 }
 

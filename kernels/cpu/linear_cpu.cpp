@@ -16,7 +16,7 @@ void CpuBackend::linear_forward(const TensorView& x, const TensorView& w, const 
   }
   const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
   cpu::sgemm(false, true, rows, out_f, in_f, 1.0f, x.ptr<float>(), in_f, w.ptr<float>(), in_f, 0.0f, y.ptr<float>(),
-             out_f, bias ? bias->ptr<float>() : nullptr, omp_get_max_threads());
+             out_f, bias ? bias->ptr<float>() : nullptr, cpu::max_threads());
 }
 
 void CpuBackend::linear_weight_grad(const TensorView& g, const TensorView& x, const TensorView& dw,

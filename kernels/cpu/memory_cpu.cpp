@@ -1,5 +1,5 @@
-// CPU memory: 64-byte aligned host buffers from a caching allocator, byte copies and fills
-// (strided casting copies: elementwise_copy_cpu.cpp).
+// CPU memory: 64-byte aligned host buffers from the caching allocator of host_allocator.h, byte
+// copies and fills (strided casting copies: elementwise_copy_cpu.cpp).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/host_allocator.h"
 
 namespace tandem {
 
@@ -17,13 +18,17 @@ CpuBackend& cpu_backend() {
   return b;
 }
 
+namespace cpu {
+
 namespace {
 
-// Training allocates the same sizes every step. Freed blocks are kept per rounded size and
-// handed out again, so a steady-state step neither calls mmap/munmap nor page-faults (each
-// fresh 1 MiB activation used to cost ~256 page faults plus a TLB shootdown on free). Sizes
-// round up to 4 KiB multiples above 64 KiB (to 64 B below); the cache holds at most
-// kMaxCachedBytes, beyond which blocks go back to the system.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheOn = false;
+#else
+constexpr bool kCacheOn = true;
+#endif
+
+// See host_allocator.h.
 class HostBlockCache {
  public:
   static size_t rounded(size_t nbytes) {
@@ -31,20 +36,35 @@ class HostBlockCache {
     const size_t unit = nbytes > (64u << 10) ? 4096 : 64;
     return (nbytes + unit - 1) / unit * unit;
   }
+
   void* take(size_t size) {
+    std::vector<void*> surplus;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.requests;
       auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
-        cached_bytes_ -= size;
+        stats_.cached_bytes -= int64_t(size);
+        note_live(int64_t(size));
         return p;
       }
+      ++stats_.system_allocations;
+      const int64_t limit = std::max(stats_.peak_allocated_bytes + stats_.peak_allocated_bytes / 2,
+                                     stats_.allocated_bytes + int64_t(size));
+      for (auto& [block_size, blocks] : free_) {
+        while (!blocks.empty() && stats_.allocated_bytes + stats_.cached_bytes + int64_t(size) > limit) {
+          surplus.push_back(blocks.back());
+          blocks.pop_back();
+          stats_.cached_bytes -= int64_t(block_size);
+        }
+      }
     }
+    for (void* p : surplus) std::free(p);
     void* p = std::aligned_alloc(64, size);
     if (!p) {
-      release_all();  // retry once with the cache emptied
+      empty();  // retry once with the cache emptied
       p = std::aligned_alloc(64, size);
       if (!p) {
         throw DeviceError("out of host memory: cannot allocate " + std::to_string(size) + " bytes (" +
@@ -52,32 +72,47 @@ class HostBlockCache {
                           "smaller, or free memory");
       }
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    note_live(int64_t(size));
     return p;
   }
+
   void give_back(void* p, size_t size) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_bytes_ + size <= kMaxCachedBytes) {
+      stats_.allocated_bytes -= int64_t(size);
+      if (kCacheOn && stats_.cached_bytes + int64_t(size) <= kMaxCachedBytes) {
         free_[size].push_back(p);
-        cached_bytes_ += size;
+        stats_.cached_bytes += int64_t(size);
         return;
       }
     }
     std::free(p);
   }
-  void release_all() {
+
+  void empty() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : free_)
       for (void* p : blocks) std::free(p);
     free_.clear();
-    cached_bytes_ = 0;
+    stats_.cached_bytes = 0;
+  }
+
+  HostAllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
   }
 
  private:
-  static constexpr size_t kMaxCachedBytes = size_t(2) << 30;
+  void note_live(int64_t size) {
+    stats_.allocated_bytes += size;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  }
+
+  static constexpr int64_t kMaxCachedBytes = int64_t(2) << 30;
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_bytes_ = 0;
+  HostAllocatorStats stats_;
 };
 
 HostBlockCache& host_cache() {
@@ -87,9 +122,17 @@ HostBlockCache& host_cache() {
 
 }  // namespace
 
-void* CpuBackend::allocate(size_t nbytes, int) { return host_cache().take(HostBlockCache::rounded(nbytes)); }
+void* host_alloc(size_t nbytes) { return host_cache().take(HostBlockCache::rounded(nbytes)); }
+void host_free(void* p, size_t nbytes) { host_cache().give_back(p, HostBlockCache::rounded(nbytes)); }
+HostAllocatorStats host_allocator_stats() { return host_cache().stats(); }
+void host_empty_cache() { host_cache().empty(); }
+bool host_cache_enabled() { return kCacheOn; }
 
-void CpuBackend::deallocate(void* p, size_t nbytes, int) { host_cache().give_back(p, HostBlockCache::rounded(nbytes)); }
+}  // namespace cpu
+
+void* CpuBackend::allocate(size_t nbytes, int) { return cpu::host_alloc(nbytes); }
+
+void CpuBackend::deallocate(void* p, size_t nbytes, int) { cpu::host_free(p, nbytes); }
 
 void CpuBackend::copy_bytes(void* dst, const void* src, size_t nbytes, bool, bool, int) {
   std::memcpy(dst, src, nbytes);

@@ -19,8 +19,7 @@ void CpuBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c,
     T* mp = save_mean.ptr<T>();
     T* ip = save_invstd.ptr<T>();
     const double M = double(outer * inner);
-#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
-    for (int64_t ch = 0; ch < c; ++ch) {
+    cpu::parallel_loop(c, outer * c * inner >= cpu::kParallelGrain, [&](int64_t ch) {
       double s = 0;
       for (int64_t o = 0; o < outer; ++o) {
         const T* row = xp + (o * c + ch) * inner;
@@ -34,7 +33,7 @@ void CpuBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c,
       }
       mp[ch] = T(mean);
       ip[ch] = T(1.0 / std::sqrt(v / M + eps));
-    }
+    });
   });
   batch_norm_apply(x, outer, c, inner, save_mean, save_invstd, gamma, beta, y);
 }
@@ -45,15 +44,14 @@ void CpuBackend::batch_norm_apply(const TensorView& x, int64_t outer, int64_t c,
   cpu::dispatch_float(x.dtype, "batch_norm", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
-#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
-    for (int64_t oc = 0; oc < outer * c; ++oc) {
+    cpu::parallel_loop(outer * c, outer * c * inner >= cpu::kParallelGrain, [&](int64_t oc) {
       const int64_t ch = oc % c;
       const T scale = invstd.ptr<T>()[ch] * (gamma ? gamma->ptr<T>()[ch] : T(1));
       const T shift = (beta ? beta->ptr<T>()[ch] : T(0)) - mean.ptr<T>()[ch] * scale;
       const T* in = xp + oc * inner;
       T* out = yp + oc * inner;
       for (int64_t i = 0; i < inner; ++i) out[i] = in[i] * scale + shift;
-    }
+    });
   });
 }
 
@@ -66,8 +64,7 @@ void CpuBackend::batch_norm_backward(const TensorView& x, const TensorView& gy, 
     const T* gp = gy.ptr<T>();
     T* gxp = gx.ptr<T>();
     const double M = double(outer * inner);
-#pragma omp parallel for schedule(static) if (outer * c * inner >= cpu::kParallelGrain)
-    for (int64_t ch = 0; ch < c; ++ch) {
+    cpu::parallel_loop(c, outer * c * inner >= cpu::kParallelGrain, [&](int64_t ch) {
       const double mean = save_mean.ptr<T>()[ch], inv = save_invstd.ptr<T>()[ch];
       double sum_g = 0, sum_gx = 0;
       for (int64_t o = 0; o < outer; ++o) {
@@ -88,7 +85,7 @@ void CpuBackend::batch_norm_backward(const TensorView& x, const TensorView& gy, 
           gxp[base + i] = T(k * (M * gp[base + i] - sum_g - xhat * sum_gx));
         }
       }
-    }
+    });
   });
 }
 
@@ -100,8 +97,7 @@ void CpuBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, con
     T* yp = y.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
     const T* bet = beta ? beta->ptr<T>() : nullptr;
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
+    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t r) {
       const T* in = xp + r * cols;
       double s = 0, v = 0;
       for (int64_t j = 0; j < cols; ++j) s += in[j];
@@ -115,7 +111,7 @@ void CpuBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, con
         T h = T((in[j] - mean) * inv);
         out[j] = h * (gam ? gam[j] : T(1)) + (bet ? bet[j] : T(0));
       }
-    }
+    });
   });
 }
 
@@ -128,8 +124,7 @@ void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, 
     const T* gp = gy.ptr<T>();
     T* gxp = gx.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
+    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t r) {
       const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
       const T* in = xp + r * cols;
       const T* g = gp + r * cols;
@@ -144,7 +139,7 @@ void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, 
         const double gj = g[j] * (gam ? gam[j] : T(1));
         gxp[r * cols + j] = T(inv / M * (M * gj - sum_g - (in[j] - mean) * inv * sum_gx));
       }
-    }
+    });
     // Parameter gradients: column sums over rows, serial in row order (deterministic).
     if (ggamma || gbeta) {
       std::vector<double> sg(size_t(cols), 0.0), sb(size_t(cols), 0.0);

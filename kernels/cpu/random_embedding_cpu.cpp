@@ -12,14 +12,13 @@ void CpuBackend::random_fill(const TensorView& out, uint64_t seed, uint64_t offs
   cpu::dispatch_float(out.dtype, "random_fill", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
     T* o = out.ptr<T>();
     const int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (n >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
+    cpu::parallel_loop(n, n >= cpu::kParallelGrain, [&](int64_t i) {
       if (normal) {
         o[i] = T(a + b * double(philox::normal(seed, offset, uint64_t(i))));
       } else {
         o[i] = T(a + (b - a) * double(philox::uniform01(philox::bits(seed, offset, uint64_t(i)))));
       }
-    }
+    });
   });
 }
 
@@ -32,12 +31,11 @@ void CpuBackend::dropout(const TensorView& x, double p, uint64_t seed, uint64_t 
     const int64_t n = x.numel();
     const T scale = T(1.0 / (1.0 - p));
     const float pf = float(p);
-#pragma omp parallel for schedule(static) if (n >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
+    cpu::parallel_loop(n, n >= cpu::kParallelGrain, [&](int64_t i) {
       const uint8_t keep = philox::uniform01(philox::bits(seed, offset, uint64_t(i))) >= pf;
       mp[i] = keep;
       yp[i] = keep ? xp[i] * scale : T(0);
-    }
+    });
   });
 }
 
@@ -47,8 +45,9 @@ void CpuBackend::embedding(const TensorView& weight, const TensorView& idx, cons
   const int64_t* ip = idx.ptr<int64_t>();
   const char* w = static_cast<const char*>(weight.data);
   char* o = static_cast<char*>(y.data);
-#pragma omp parallel for schedule(static) if (n * dim >= cpu::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) std::memcpy(o + size_t(i) * row_bytes, w + size_t(ip[i]) * row_bytes, row_bytes);
+  cpu::parallel_loop(n, n * dim >= cpu::kParallelGrain, [&](int64_t i) {
+    std::memcpy(o + size_t(i) * row_bytes, w + size_t(ip[i]) * row_bytes, row_bytes);
+  });
 }
 
 void CpuBackend::embedding_backward(const TensorView& gy, const TensorView& idx, const TensorView& gw) {

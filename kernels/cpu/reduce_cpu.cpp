@@ -15,8 +15,7 @@ template <typename T>
 void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t r, int64_t inner, T* out) {
   const bool parallel = outer * r * inner >= cpu::kParallelGrain;
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (parallel && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
+    cpu::parallel_loop(outer, parallel && outer > 1, [&](int64_t o) {
       const T* row = x + o * r;
       if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
         double acc = 0;
@@ -31,12 +30,11 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t r, int64_t inn
         }
         out[o] = best;
       }
-    }
+    });
     return;
   }
   // inner > 1: accumulate whole rows of length `inner` (vectorizes over inner).
-#pragma omp parallel for schedule(static) if (parallel && outer * inner > 1)
-  for (int64_t oj = 0; oj < outer * ((inner + 255) / 256); ++oj) {
+  cpu::parallel_loop(outer * ((inner + 255) / 256), parallel && outer * inner > 1, [&](int64_t oj) {
     const int64_t blocks = (inner + 255) / 256;
     const int64_t o = oj / blocks, j0 = (oj % blocks) * 256, j1 = std::min(inner, j0 + 256);
     const T* base = x + o * r * inner;
@@ -58,7 +56,7 @@ void reduce_typed(ReduceOp op, const T* x, int64_t outer, int64_t r, int64_t inn
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -87,8 +85,7 @@ void CpuBackend::argmax(const TensorView& x, int64_t outer, int64_t r, int64_t i
   cpu::dispatch_all(x.dtype, "argmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
     const T* xp = x.ptr<T>();
     int64_t* o = out.ptr<int64_t>();
-#pragma omp parallel for schedule(static) if (outer * r * inner >= cpu::kParallelGrain)
-    for (int64_t a = 0; a < outer; ++a)
+    cpu::parallel_loop(outer, outer * r * inner >= cpu::kParallelGrain, [&](int64_t a) {
       for (int64_t j = 0; j < inner; ++j) {
         int64_t best = 0;
         T bv = xp[a * r * inner + j];
@@ -98,6 +95,7 @@ void CpuBackend::argmax(const TensorView& x, int64_t outer, int64_t r, int64_t i
         }
         o[a * inner + j] = best;
       }
+    });
   });
 }
 

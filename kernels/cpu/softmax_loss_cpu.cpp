@@ -14,8 +14,7 @@ void CpuBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const 
   cpu::dispatch_float(x.dtype, "softmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < rows; ++i) {
+    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t i) {
       const T* in = xp + i * cols;
       T* o = yp + i * cols;
       T m = -std::numeric_limits<T>::infinity();
@@ -34,7 +33,7 @@ void CpuBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const 
         T inv = T(1.0 / s);
         for (int64_t j = 0; j < cols; ++j) o[j] *= inv;
       }
-    }
+    });
   });
 }
 
@@ -44,8 +43,7 @@ void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int
     const T* yp = y.ptr<T>();
     const T* gp = gy.ptr<T>();
     T* o = gx.ptr<T>();
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelGrain)
-    for (int64_t i = 0; i < rows; ++i) {
+    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t i) {
       const T* yr = yp + i * cols;
       const T* gr = gp + i * cols;
       T* orow = o + i * cols;
@@ -57,7 +55,7 @@ void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int
         for (int64_t j = 0; j < cols; ++j) s += double(gr[j]) * yr[j];
         for (int64_t j = 0; j < cols; ++j) orow[j] = yr[j] * (gr[j] - T(s));
       }
-    }
+    });
   });
 }
 

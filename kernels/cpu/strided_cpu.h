@@ -1,6 +1,6 @@
 // Strided iteration for CPU kernels over K operands that share a logical shape (broadcast
 // operands have stride 0). Adjacent dims that are contiguous for every operand are merged,
-// then rows (all dims but the last) are split across OpenMP threads. The callback receives
+// then rows (all dims but the last) are split across the thread pool. The callback receives
 // each operand's element offset at the start of a row, the row length and the row strides,
 // so it can run a tight (vectorizable) inner loop.
 #pragma once
@@ -54,8 +54,7 @@ void for_each_row(const std::vector<int64_t>& shape, const std::array<const std:
   std::array<int64_t, K> inner_strides;
   for (size_t k = 0; k < K; ++k) inner_strides[k] = L.strides[k].back();
   const int64_t rows = total / inner;
-#pragma omp parallel for schedule(static) if (total >= kParallelGrain && rows > 1)
-  for (int64_t row = 0; row < rows; ++row) {
+  cpu::parallel_loop(rows, total >= kParallelGrain && rows > 1, [&](int64_t row) {
     std::array<int64_t, K> off{};
     int64_t rem = row;
     for (int d = nd - 2; d >= 0; --d) {
@@ -64,7 +63,7 @@ void for_each_row(const std::vector<int64_t>& shape, const std::array<const std:
       for (size_t k = 0; k < K; ++k) off[k] += idx * L.strides[k][size_t(d)];
     }
     row_fn(off, inner, inner_strides);
-  }
+  });
 }
 
 }  // namespace tandem::cpu

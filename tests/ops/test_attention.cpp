@@ -3,7 +3,6 @@
 // (matmul, mask, softmax, matmul) in float64, the dropout mask against its Philox rule, thread
 // count independence, and the error messages.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -13,6 +12,7 @@
 #include "engine/tensor/generator.h"
 #include "engine/tensor/philox.h"
 #include "op_harness.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace tandem::testing {
 namespace {
@@ -126,12 +126,12 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
     return std::vector<std::vector<float>>{out.to_vector<float>(), qq.grad().to_vector<float>(),
                                            kk.grad().to_vector<float>(), vv.grad().to_vector<float>()};
   };
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
+  const int saved = cpu::max_threads();
+  cpu::set_max_threads(1);
   auto one = run();
-  omp_set_num_threads(2);
+  cpu::set_max_threads(2);
   auto two = run();
-  omp_set_num_threads(saved);
+  cpu::set_max_threads(saved);
   EXPECT_EQ(one, two);  // each item is computed by one thread in a fixed order
 }
 

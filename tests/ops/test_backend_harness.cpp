@@ -3,12 +3,12 @@
 // before a GPU is there), every kernel of the list is reached by some case, and the CPU kernels
 // give the same results with 1 and 2 threads.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <map>
 
 #include "counting_backend.h"
 #include "op_harness.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace tandem::testing {
 namespace {
@@ -57,12 +57,12 @@ TEST(BackendHarness, ThreadCountDoesNotChangeResultsBeyondRounding) {
     out.push_back(max_pool2d(x, {2}).to_vector<float>());
     return out;
   };
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
+  const int saved = cpu::max_threads();
+  cpu::set_max_threads(1);
   auto one = run();
-  omp_set_num_threads(2);
+  cpu::set_max_threads(2);
   auto two = run();
-  omp_set_num_threads(saved);
+  cpu::set_max_threads(saved);
   for (size_t k = 0; k < one.size(); ++k) {
     ASSERT_EQ(one[k].size(), two[k].size());
     for (size_t i = 0; i < one[k].size(); ++i)

@@ -23,7 +23,7 @@ struct CliRun {
   }
 };
 
-// Runs `command` (a launcher and a program with its arguments) in `cwd` with one OpenMP thread
+// Runs `command` (a launcher and a program with its arguments) in `cwd` with one CPU thread (OMP_NUM_THREADS=1)
 // and Open MPI allowed to run as root and to oversubscribe the cores; `env` adds variables
 // ("CUDA_VISIBLE_DEVICES= TANDEM_TEST_FAULT=die").
 inline CliRun run_cli(const std::string& cwd, const std::string& env, const std::string& command) {

@@ -1,6 +1,5 @@
 #include "kernels/cpu/gemm/sgemm_packed.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <new>
 
 #include "kernels/cpu/gemm/sgemm_dot.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace tandem::cpu {
 
@@ -200,13 +200,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   const SgemmKernel& K = sgemm_kernel(active_isa());
 #if defined(__x86_64__)
   if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.isa != CpuIsa::Portable) {
-    const bool parallel = max_threads > 1 && m * n * k >= kSgemmParallelWork && !omp_in_parallel();
-#pragma omp parallel num_threads(max_threads) if (parallel)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int nt = m * n * k >= kSgemmParallelWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
+    parallel_tasks(nt, [&](int64_t t) {
       const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
       sgemm_dot_avx2(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
-    }
+    });
     return;
   }
 #endif
@@ -214,7 +212,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
   const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;
   int threads = max_threads;
-  if (m * n * k < kSgemmParallelWork || omp_in_parallel()) threads = 1;
+  if (m * n * k < kSgemmParallelWork || in_parallel_region()) threads = 1;
   threads = int(std::min<int64_t>(threads, m_tiles * n_tiles));
   if (threads <= 1) {
     sgemm_rect(P, K, B, 0, m, 0, n);
@@ -228,16 +226,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       if (std::abs(std::log(r)) < std::abs(std::log(best)) || tm > m_tiles || threads / tm > n_tiles) tm = d;
     }
   const int tn = threads / tm;
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    if (t < tm * tn) {
-      const int ti = t / tn, tj = t % tn;
-      const int64_t m0 = std::min(m, (m_tiles * ti / tm) * K.mr), m1 = std::min(m, (m_tiles * (ti + 1) / tm) * K.mr);
-      const int64_t n0 = std::min(n, (n_tiles * tj / tn) * K.nr), n1 = std::min(n, (n_tiles * (tj + 1) / tn) * K.nr);
-      if (m1 > m0 && n1 > n0) sgemm_rect(P, K, B, m0, m1, n0, n1);
-    }
-  }
+  parallel_tasks(tm * tn, [&](int64_t t) {
+    const int64_t ti = t / tn, tj = t % tn;
+    const int64_t m0 = std::min(m, (m_tiles * ti / tm) * K.mr), m1 = std::min(m, (m_tiles * (ti + 1) / tm) * K.mr);
+    const int64_t n0 = std::min(n, (n_tiles * tj / tn) * K.nr), n1 = std::min(n, (n_tiles * (tj + 1) / tn) * K.nr);
+    if (m1 > m0 && n1 > n0) sgemm_rect(P, K, B, m0, m1, n0, n1);
+  });
 }
 
 }  // namespace tandem::cpu

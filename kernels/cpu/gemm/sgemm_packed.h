@@ -2,7 +2,7 @@
 // op(A) into mc x kc blocks (L2), both cut into MR- and NR-wide panels that one register-tile
 // micro-kernel (sgemm_kernels.h) multiplies, its B panel resident in L1. Transposes are absorbed
 // by the packing; alpha, beta and a per-column bias are applied when a tile is stored.
-// Threads split C into independent rectangles (a grid over M and N), each packed and computed by
+// The pool's tasks split C into independent rectangles (a grid over M and N), each packed and computed by
 // one thread with no synchronization; products below ~16M multiply-adds stay on one thread.
 #pragma once
 #include <cstdint>
@@ -13,8 +13,8 @@ namespace tandem::cpu {
 
 // C[m,n] (row stride ldc) = alpha * op(A) op(B) + beta * C, plus bias[j] added to every row j
 // when bias is not null. A is [m,k] with row stride lda ([k,m] when trans_a), B is [k,n] with row
-// stride ldb ([n,k] when trans_b). beta == 0: C is only written. Uses up to `max_threads` OpenMP
-// threads (never nests inside a parallel region) and the micro-kernel of active_isa().
+// stride ldb ([n,k] when trans_b). beta == 0: C is only written. Uses up to `max_threads` threads of
+// the pool (kernels/cpu/thread_pool.h; one inside a pool task) and the micro-kernel of active_isa().
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads);
 
