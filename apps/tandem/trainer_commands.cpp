@@ -160,7 +160,7 @@ int run_planned_stage(const std::string& stage, const ParsedRun& run, trainer::T
   trainer::Trainer trainer(std::move(trainer_options), std::move(plan));
   std::string ckpt_path = ckpt_path_of(config);
   if (requeue && ckpt_path.empty()) {
-    if (auto saved = trainer::newest_hpc_checkpoint(trainer.default_root_dir())) {
+    if (auto saved = trainer::requeued_job_checkpoint(trainer.plan().cluster, trainer.default_root_dir())) {
       ckpt_path = *saved;
       if (trainer.is_global_zero()) std::cout << "tandem: resuming the requeued Slurm job from " << ckpt_path << "\n";
     }

@@ -168,7 +168,7 @@ TEST(SlurmRequeueSignal, OnlyInsideAnSrunStep) {
   EXPECT_EQ(tandem::trainer::slurm_requeue_for(tandem::ClusterEnvironment{}, env_of({})), nullptr);
 }
 
-TEST(SlurmRequeueSignal, TheNewestHpcCheckpointHasTheHighestNumber) {
+TEST(SlurmRequeueSignal, ARequeuedJobResumesFromTheNewestHpcCheckpoint) {
   const fs::path dir = fs::path(testing::TempDir()) / ("tandem_hpc_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -178,6 +178,16 @@ TEST(SlurmRequeueSignal, TheNewestHpcCheckpointHasTheHighestNumber) {
     std::ofstream(dir / name) << "x";
   }
   EXPECT_EQ(tandem::trainer::newest_hpc_checkpoint(dir.string()), (dir / "hpc_ckpt_10.safetensors").string());
+  // Resumed from only in a job Slurm requeued, and only inside an srun step.
+  const auto step = tandem::detect_cluster_environment(env_of(srun_task(2, 1, 0)));
+  EXPECT_EQ(tandem::trainer::requeued_job_checkpoint(step, dir.string(), env_of({{"SLURM_RESTART_COUNT", "1"}})),
+            (dir / "hpc_ckpt_10.safetensors").string());
+  EXPECT_EQ(tandem::trainer::requeued_job_checkpoint(step, dir.string(), env_of({{"SLURM_RESTART_COUNT", "0"}})),
+            std::nullopt) << "a new job with the same directory starts afresh";
+  EXPECT_EQ(tandem::trainer::requeued_job_checkpoint(step, dir.string(), env_of({})), std::nullopt);
+  const auto batch = tandem::detect_cluster_environment(env_of(batch_script(1, 1)));
+  EXPECT_EQ(tandem::trainer::requeued_job_checkpoint(batch, dir.string(), env_of({{"SLURM_RESTART_COUNT", "1"}})),
+            std::nullopt);
   fs::remove_all(dir);
 }
 

@@ -100,8 +100,8 @@ void SlurmRequeue::on_train_batch_end(Trainer& trainer, LightningModule&, const 
   const int status = run_requeue(scontrol_, job_id_);
   if (status != 0) {
     std::cerr << "tandem: `" << scontrol_ << " requeue " << job_id_ << "` failed (status " << status
-              << "); the job ends here: resubmit it and it resumes from " << saved_
-              << " (the job must be requeueable: sbatch --requeue or JobRequeue=1)" << std::endl;
+              << "); the job ends here: resubmit it with --ckpt_path=" << saved_ << " to resume"
+              << " (requeueing needs sbatch --requeue or JobRequeue=1)" << std::endl;
   }
 }
 
@@ -134,6 +134,15 @@ std::optional<std::string> newest_hpc_checkpoint(const std::string& dir) {
   const int64_t highest = highest_hpc_checkpoint_number(dir);
   if (highest < 0) return std::nullopt;
   return (fs::path(dir) / (kCheckpointPrefix + std::to_string(highest) + kCheckpointSuffix)).string();
+}
+
+std::optional<std::string> requeued_job_checkpoint(const ClusterEnvironment& cluster, const std::string& dir,
+                                                   const EnvLookup& env) {
+  if (!cluster.slurm || !cluster.slurm->in_step) return std::nullopt;
+  int restarts = 0;
+  const auto count = env("SLURM_RESTART_COUNT");
+  if (!count || !parse_int_strict(*count, &restarts) || restarts < 1) return std::nullopt;
+  return newest_hpc_checkpoint(dir);
 }
 
 }  // namespace tandem::trainer

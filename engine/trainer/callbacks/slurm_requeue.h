@@ -14,8 +14,9 @@
 //   the ranks    stop training (should_stop) and exit.
 //
 // The requeued job runs the same `srun tandem fit ...`; with no --ckpt_path, the command line
-// resumes from the newest hpc_ckpt_<N>.safetensors in default_root_dir (newest_hpc_checkpoint),
-// the way Lightning resumes from its hpc_ckpt_<N>.ckpt.
+// resumes from the newest hpc_ckpt_<N>.safetensors in default_root_dir (requeued_job_checkpoint),
+// as Lightning resumes from its hpc_ckpt_<N>.ckpt, but only in a job Slurm has requeued
+// (SLURM_RESTART_COUNT >= 1): a new job with the same directory starts afresh.
 //
 // The signal is TANDEM_REQUEUE_SIGNAL (a name, USR1 or SIGUSR1, or a number; default USR1;
 // `none` turns the requeue off and leaves the signal's default action). The callback is added
@@ -63,5 +64,10 @@ std::shared_ptr<SlurmRequeue> slurm_requeue_for(const ClusterEnvironment& cluste
 
 // The newest <dir>/hpc_ckpt_<N>.safetensors (highest N), std::nullopt when there is none.
 std::optional<std::string> newest_hpc_checkpoint(const std::string& dir);
+
+// What a run in an srun step resumes from when no --ckpt_path is given: the newest hpc
+// checkpoint in `dir` when Slurm has requeued the job (SLURM_RESTART_COUNT >= 1); else nullopt.
+std::optional<std::string> requeued_job_checkpoint(const ClusterEnvironment& cluster, const std::string& dir,
+                                                   const EnvLookup& env = process_environment());
 
 }  // namespace tandem::trainer
