@@ -20,6 +20,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# Slurm's daemons for the `slurm` tests (a cluster on network namespaces), where namespaces can
+# be made; elsewhere those tests skip saying why.
+if scripts/netns_cluster.sh check >/dev/null 2>&1; then scripts/install-deps.sh --slurm; fi
 SANITIZE=${TANDEM_SANITIZE-address,undefined}
 if [ -n "$SANITIZE" ]; then
   EMU_BUILD_DIR=${TANDEM_EMU_BUILD_DIR:-build-emu-sanitized}
