@@ -232,7 +232,9 @@ void Trainer::shard_for_ranks(data::DataLoader& loader, RunningStage stage) cons
 }
 
 void Trainer::write_hparams() {
-  if (!logger_ || !is_global_zero()) return;
+  // Every rank checks the merge (the same model and datamodule on each), so a conflict stops
+  // them all at once: ConfigError is not announced to the others (announce_failure below).
+  if (!logger_) return;
   nlohmann::json hparams = module_->hparams.is_object() ? module_->hparams : nlohmann::json::object();
   const nlohmann::json data_hparams = datamodule_->hparams();
   if (data_hparams.is_object()) {
@@ -244,7 +246,7 @@ void Trainer::write_hparams() {
       hparams[it.key()] = it.value();
     }
   }
-  logger_->log_hyperparams(hparams);
+  if (is_global_zero()) logger_->log_hyperparams(hparams);
 }
 
 namespace {

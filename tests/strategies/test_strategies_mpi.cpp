@@ -4,8 +4,11 @@
 //     device at batch N x B over the DistributedSampler's padded order, with uneven splits and
 //     with gradient accumulation.
 // Weights after several optimizer steps agree within 1e-5 (relative).
+// And a ConfigError found by rank 0 alone (a hyper-parameter conflict, found where rank 0 writes
+// hparams.yaml) stops every rank within seconds, not at the collective timeout.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include "engine/data/distributed_sampler.h"
@@ -185,6 +188,45 @@ TEST(DDP2Traffic, EachStepAllreducesEveryParametersGradientAcrossNodes) {
   EXPECT_EQ(traffic.sent.bytes_of(collectives::CommOp::Allreduce), steps * per_step);
   EXPECT_EQ(traffic.sent.calls_of(collectives::CommOp::Allreduce), W > 1 ? steps * 5 : 0);  // one node: nothing to send
   EXPECT_NE(trainer.strategy().summary().find("sent"), std::string::npos) << trainer.strategy().summary();
+}
+
+}  // namespace
+}  // namespace tandem::trainer
+
+namespace tandem::trainer {
+namespace {
+
+// A datamodule whose hparams name the model's `lr` with another value.
+class ConflictingDataModule : public SyntheticDataModule {
+ public:
+  ConflictingDataModule() : SyntheticDataModule(32, 16, 4) {}
+  nlohmann::json hparams() const override { return {{"lr", 123.0}}; }
+};
+
+// Rank 0 alone writes hparams.yaml; the conflict it finds there is known to every rank (the
+// same model and datamodule), so every rank must stop with the ConfigError at once instead of
+// the others waiting in their first collective for the 60 s timeout set here.
+TEST(FailFast, AHyperParameterConflictStopsEveryRankWithinSeconds) {
+  SharedDir dir;
+  manual_seed(42);
+  TinyClassifier model(0.05, 0.0);
+  model.hparams = {{"lr", 0.05}};
+  ConflictingDataModule dm;
+  TrainerOptions o = testing::quiet_options(dir.path);
+  o.devices = g_world->size();
+  o.strategy = "ddp";
+  o.collective_timeout = 60.0;
+  o.num_sanity_val_steps = 0;
+  Trainer trainer(o);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    trainer.fit(model, dm);
+    ADD_FAILURE() << "fit trained with conflicting hyper-parameters";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("hyper-parameter 'lr'"), std::string::npos) << e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0) << "rank " << g_world->rank() << " waited for the failure";
 }
 
 }  // namespace
