@@ -92,7 +92,7 @@ void dropout_tile(const Geometry& g, const AttentionParams& p, int64_t bh, int64
     dropout_factors<T>(p, uint64_t((bh * g.Tq + i0 + r) * g.Tk + j0), cols, factors.row(r).data());
 }
 
-// Per-thread tiles, kept by each thread between calls (sized for the largest D and Tq seen).
+// Per-thread tiles, kept by each thread between calls (resized when D changes; delta only grows).
 template <typename T>
 struct Workspace {
   RowMat<T> scores, factors, grad_scores, acc_a, acc_b;
@@ -103,7 +103,7 @@ struct Workspace {
 template <typename T>
 Workspace<T>& thread_workspace(int64_t D, int64_t Tq) {
   thread_local Workspace<T> w;
-  if (w.acc_a.cols() < D) {
+  if (w.acc_a.cols() != D) {  // the tiles are used at exactly D columns
     w.scores.resize(kTile, kTile);
     w.factors.resize(kTile, kTile);
     w.grad_scores.resize(kTile, kTile);

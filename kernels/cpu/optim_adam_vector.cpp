@@ -23,7 +23,8 @@ TANDEM_AVX512 void adam_update_avx512(float* p, const float* g, float* m, float*
     const __m512 mv = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(k, m + i)), _mm512_mul_ps(omb1, gi));
     const __m512 vv =
         _mm512_add_ps(_mm512_mul_ps(b2, _mm512_maskz_loadu_ps(k, v + i)), _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
-    const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2), eps);
+    // maskz: _mm512_sqrt_ps passes an undefined vector that GCC 12 warns about.
+    const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_maskz_sqrt_ps(k, vv), bc2), eps);
     pv = _mm512_sub_ps(pv, _mm512_div_ps(_mm512_mul_ps(step, mv), den));
     _mm512_mask_storeu_ps(m + i, k, mv);
     _mm512_mask_storeu_ps(v + i, k, vv);
