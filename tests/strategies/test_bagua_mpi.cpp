@@ -31,6 +31,7 @@
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/point_to_point.h"
+#include "engine/trainer/checkpoint.h"
 #include "mpi_test_world.h"
 #include "trainer_test_util.h"
 
@@ -506,6 +507,61 @@ double distance(const std::vector<float>& a, const std::vector<float>& b) {
   double sum = 0;
   for (size_t i = 0; i < a.size(); ++i) sum += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
   return std::sqrt(sum);
+}
+
+// SgdClassifier (SGD without momentum: no optimizer state) whose loss is zeroed when frozen.
+class FreezableSgd : public SgdClassifier {
+ public:
+  Tensor training_step(const data::Batch& b, int64_t i) override {
+    Tensor loss = SgdClassifier::training_step(b, i);
+    return frozen ? loss * 0.0 : loss;
+  }
+  bool frozen = false;
+};
+
+// A resumed fit re-takes every replica from the checkpoint's weights (equal on every rank): with
+// zero gradients nothing moves, so each exchange sends z = (x + x + x) / 3 - x, zero up to float32
+// rounding (measured: 1 ulp, 6e-8), and the weights stay the checkpoint's. Replicas left at the
+// fresh model's weights would send z = checkpoint - fresh, whose 8-bit error (up to its block's
+// range / 510) would move them.
+TEST(BaguaTrainer, LowPrecisionDecentralizedResumesFromTheCheckpointsWeights) {
+  if (g_world->size() < 2) GTEST_SKIP() << "ring neighbours need 2 ranks (refused on one: test_strategies_cli)";
+  Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
+  g_world->broadcast(pid, 0);
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tandem_bagua_resume_" + std::to_string(int64_t(pid.item())))).string();
+  SyntheticDataModule dm(40, 16, 4);
+  TrainerOptions o = trainer::testing::quiet_options(dir);
+  o.strategy = "bagua";
+  o.strategy_options = {{"algorithm", "low_precision_decentralized"}};
+  o.devices = g_world->size();
+  o.max_epochs = 1;
+  o.num_sanity_val_steps = 0;
+  o.enable_checkpointing = true;
+  {
+    manual_seed(42);
+    FreezableSgd model;
+    trainer::Trainer trainer(o);
+    trainer.fit(model, dm);
+  }
+  g_world->barrier();
+  std::string checkpoint;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".safetensors") checkpoint = e.path().string();
+  }
+  ASSERT_FALSE(checkpoint.empty());
+  const auto saved = trainer::load_checkpoint(checkpoint).model;
+  manual_seed(42);
+  FreezableSgd frozen;
+  frozen.frozen = true;
+  o.max_epochs = 2;
+  trainer::Trainer resumed(o);
+  resumed.fit(frozen, dm, checkpoint);
+  for (const auto& [name, p] : frozen.named_parameters()) {
+    const auto now = p.to_vector<float>(), then = saved.at(name).to_vector<float>();
+    for (size_t i = 0; i < now.size(); ++i) EXPECT_NEAR(now[i], then[i], 1e-6) << name << "[" << i << "]";
+  }
+  g_world->barrier();
+  if (g_world->rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(BaguaTrainer, LowPrecisionDecentralizedTrainsAsFarAsDdp) {
