@@ -29,6 +29,7 @@ class BaguaStrategy : public DDPStrategy {
   void backward(const Tensor& loss, double factor, bool will_step) override;
   void optimizer_step(optim::Optimizer& optimizer, const std::function<void(bool)>& before_step) override;
   std::string summary() const override;
+  std::optional<OptimizerRequirement> required_optimizer() const override { return algorithm_->required_optimizer(); }
 
   const bagua::BaguaAlgorithm& algorithm() const { return *algorithm_; }
 
