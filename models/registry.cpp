@@ -117,11 +117,7 @@ void register_model(ModelEntry entry) {
   mutable_registry().push_back(std::move(entry));
 }
 
-std::vector<ClassSpec> model_classes() {
-  std::vector<ClassSpec> out;
-  for (const auto& e : model_registry()) out.push_back(e.spec);
-  return out;
-}
+std::vector<ClassSpec> model_classes() { return specs_of(model_registry()); }
 
 SectionSpec model_section() {
   return class_section("model", "the LightningModule to train", model_classes(), "mlp");

@@ -15,12 +15,9 @@
 
 namespace tandem::models {
 
-struct ModelEntry {
-  ClassSpec spec;  // spec.name is the selector value: "mlp"
-  std::function<std::shared_ptr<trainer::LightningModule>(const YAML::Node& model_section,
-                                                          const OptimizationConfig& optimization)>
-      build;
-};
+// spec.name is the selector value: "mlp"; build makes the module from a resolved model section.
+using ModelEntry = ConfigClass<std::shared_ptr<trainer::LightningModule>(const YAML::Node& model_section,
+                                                                         const OptimizationConfig& optimization)>;
 
 // mlp and cnn, then anything registered, in registration order.
 const std::vector<ModelEntry>& model_registry();

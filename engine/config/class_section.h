@@ -7,12 +7,14 @@
 // defaults, rejects options the class does not take, and orders the keys (name first), so
 // --print_config shows exactly what will run and reads back to the same tree.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
 #include "engine/config/config_schema.h"
+#include "engine/core/error.h"
 
 namespace tandem {
 
@@ -23,6 +25,35 @@ struct ClassSpec {
   // option is required for this class (StepLR's step_size).
   std::vector<OptionSpec> options;
 };
+
+// One "name -> class with options" of the configuration (a model, an optimizer, a scheduler, a
+// callback): its entry in the section (name, help, options with defaults and checks) and how a
+// resolved section builds it. Build is the builder's signature, e.g.
+// std::shared_ptr<optim::Optimizer>(const YAML::Node& section, std::vector<optim::ParamGroup>).
+template <typename Build>
+struct ConfigClass {
+  ClassSpec spec;
+  std::function<Build> build;
+};
+
+// The specs of a table of ConfigClass, for class_section and resolve_class_section.
+template <typename Class>
+std::vector<ClassSpec> specs_of(const std::vector<Class>& table) {
+  std::vector<ClassSpec> out;
+  for (const Class& c : table) out.push_back(c.spec);
+  return out;
+}
+
+// The entry a resolved section names (its canonical spelling); ConfigError for another name.
+template <typename Class>
+const Class& config_class(const std::vector<Class>& table, const std::string& section, const std::string& name) {
+  for (const Class& c : table) {
+    if (c.spec.name == name) return c;
+  }
+  std::string names;
+  for (const Class& c : table) names += (names.empty() ? "" : ", ") + c.spec.name;
+  throw ConfigError("--" + section + "=" + name + " is not valid: expected one of " + names);
+}
 
 // A section selecting one of `classes` by `name`. `default_class` "" means null (no class,
 // e.g. no lr_scheduler), which is then allowed.

@@ -2,11 +2,14 @@
 // training_step_end), backward through the precision plugin, and the optimizer step.
 #include "engine/strategies/strategy.h"
 
+#include <cmath>
+
 #include "engine/core/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/strategies/execution_plan.h"
+#include "engine/trainer/cuda_graph_step.h"
 
 namespace tandem {
 
@@ -19,6 +22,9 @@ data::Batch move_batch(const data::Batch& batch, Device device, DType dtype) {
   }
   return out;
 }
+
+Strategy::Strategy() = default;
+Strategy::~Strategy() = default;
 
 void Strategy::launch(const ExecutionPlan& plan, const std::vector<std::string>& /*argv*/) {
   throw ConfigError("strategy=" + name() + " planned " + std::to_string(plan.world_size) + " processes, but it has no "
@@ -39,20 +45,86 @@ void Strategy::setup_module(trainer::LightningModule& module) {
 
 data::Batch Strategy::batch_to_device(const data::Batch& batch) const { return move_batch(batch, root_device(), compute_dtype()); }
 
-data::Batch Strategy::training_batch(const data::Batch& host_batch) {
-  const data::Batch moved = batch_to_device(host_batch);
-  const std::optional<data::Batch> staged = executor_ ? executor_->stage(moved) : std::nullopt;
-  staged_ = staged.has_value();
-  return staged ? *staged : moved;
+void Strategy::setup_step_executor(bool cuda_graph, trainer::LoggerConnector& logs) {
+  cuda_graph_ = cuda_graph ? std::make_unique<trainer::CudaGraphStep>(root_device().index, logs) : nullptr;
 }
 
-Strategy::StepResult Strategy::execute_training_step(trainer::LightningModule& module, const data::Batch& batch,
-                                                 int64_t batch_idx, const std::function<Tensor()>& forward_backward) {
-  if (executor_ && staged_) {
-    const StepExecutor::Outcome outcome = executor_->run(forward_backward);
-    if (outcome.ran) return {outcome.loss, true};
+void Strategy::release_step_executor() {
+  if (cuda_graph_) cuda_graph_->release();
+}
+
+namespace {
+
+void check_loss_shape(const Tensor& loss) {
+  TANDEM_CHECK(loss.numel() == 1, ValueError,
+               "training_step returned a tensor of shape " + loss.shape_str() + "; return the scalar loss (e.g. mean(...))");
+}
+
+}  // namespace
+
+void Strategy::backward_with_hooks(const Tensor& loss, const TrainingStepRequest& step, TrainingStepHooks& hooks) {
+  hooks.enter("backward", false);
+  hooks.on_before_backward(loss);
+  // The precision plugin scales the loss further for 16-mixed.
+  backward(loss, step.loss_factor, step.will_step);
+  hooks.on_after_backward();
+}
+
+TrainingStepResult Strategy::run_training_step(trainer::LightningModule& module, optim::Optimizer& optimizer,
+                                               const data::Batch& host_batch, const TrainingStepRequest& step,
+                                               TrainingStepHooks& hooks) {
+  TrainingStepResult result;
+  const data::Batch moved = batch_to_device(host_batch);
+  // The graph's static tensors, refilled, when it keeps some and they fit; else the batch as it is.
+  const std::optional<data::Batch> staged = cuda_graph_ ? cuda_graph_->stage(moved) : std::nullopt;
+  result.batch = staged ? *staged : moved;
+  const data::Batch& batch = result.batch;
+  hooks.on_batch_start(batch);
+  hooks.enter("before_training_step (buffer broadcast)", true);
+  before_training_step(module);
+  hooks.enter("training_step", false);
+
+  bool backward_done = false;
+  if (staged) {
+    const trainer::CudaGraphStep::Outcome outcome = cuda_graph_->run([&] {
+      const Tensor loss = training_step(module, batch, step.batch_idx);
+      if (!loss.defined()) return loss;
+      check_loss_shape(loss);
+      backward_with_hooks(loss, step, hooks);
+      return loss;
+    });
+    backward_done = outcome.ran;
+    result.loss = outcome.loss;
   }
-  return {training_step(module, batch, batch_idx), false};
+  if (backward_done) {
+    // Backward already ran (in the graph or its warm-up): check the loss now, and when it is not
+    // finite run the step's forward once more eagerly, with the host checks the executor
+    // deferred (an out-of-range class index), so the error names the cause.
+    if (result.loss.defined()) {
+      const double value = result.loss.item();
+      if (!std::isfinite(value)) {
+        const Tensor eager = training_step(module, batch, step.batch_idx);
+        if (eager.defined() && eager.numel() == 1) hooks.check_finite_loss(eager.item());
+      }
+      hooks.check_finite_loss(value);
+    }
+  } else {
+    result.loss = training_step(module, batch, step.batch_idx);
+    if (result.loss.defined()) {
+      check_loss_shape(result.loss);
+      hooks.check_finite_loss(result.loss.item());
+      backward_with_hooks(result.loss, step, hooks);
+    }
+  }
+  if (!step.will_step) return result;
+  hooks.enter("the optimizer step (gradient allreduce, clipping, update)", true);
+  optimizer_step(optimizer, [&](bool skipping) { hooks.on_before_optimizer_step(optimizer, skipping); });
+  hooks.on_before_zero_grad(optimizer);
+  // A graph accumulates into the gradient buffers it captured, so they stay allocated and are
+  // zeroed in place.
+  optimizer.zero_grad(/*set_to_none=*/cuda_graph_ == nullptr);
+  result.stepped = true;
+  return result;
 }
 
 Tensor Strategy::call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx) {

@@ -6,13 +6,18 @@
 //   launch    launch(): relaunch under mpirun, spawn the other ranks, or refuse (a job that
 //             must be started by a launcher)
 //   setup     setup_environment (devices, communicator), setup_module (move, replicate, Reducer)
-//   steps     batch_to_device, training_step / validation_step / test_step / predict_step
-//             (under the precision plugin's autocast), backward, optimizer_step, clip_grad_norm
+//   steps     run_training_step (one call per training batch: to the device, training_step,
+//             backward, and the optimizer step at a step boundary, with the fit loop's hooks
+//             between them), batch_to_device, training_step / validation_step / test_step /
+//             predict_step (under the precision plugin's autocast), backward, optimizer_step,
+//             clip_grad_norm
 //   optimizer setup_optimizer, optimizer_state / load_optimizer_state (what checkpoints hold),
 //             optimizer_state_bytes
 //   collect   reduce (sync_dist), reduce_any, barrier, broadcast_from_zero, all_gather
 //   state     state_dict / load_state_dict (the precision plugin's loss scaler)
-//   plugins   the precision plugin (precision_plugin.h) and the step executor (step_executor.h)
+//   plugins   the precision plugin (precision_plugin.h) and the step executor: eager, or a CUDA
+//             graph (CudaGraphStep, engine/trainer/cuda_graph_step.h); dp runs its replicas
+//             inside training_step and backward
 //
 // Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
 // (ddp_strategy.h), ddp_sharded (ddp_sharded_strategy.h), dp (data_parallel_strategy.h), ddp2
@@ -36,9 +41,15 @@
 #include "engine/data/batch.h"
 #include "engine/optim/optimizer.h"
 #include "engine/strategies/cluster_environment.h"
+#include "engine/strategies/optimizer_requirement.h"
 #include "engine/strategies/precision_plugin.h"
-#include "engine/strategies/step_executor.h"
+#include "engine/strategies/training_step_hooks.h"
 #include "engine/trainer/lightning_module.h"
+
+namespace tandem::trainer {
+class CudaGraphStep;
+class LoggerConnector;
+}  // namespace tandem::trainer
 
 namespace tandem {
 
@@ -86,7 +97,8 @@ struct StepTraffic {
 
 class Strategy {
  public:
-  virtual ~Strategy() = default;
+  Strategy();
+  virtual ~Strategy();
 
   // ---- planning: pure ----
   virtual std::string name() const = 0;
@@ -127,27 +139,31 @@ class Strategy {
   const PrecisionPlugin& precision_plugin() const { return precision_; }
   // True when one step can be captured into a CUDA graph (one GPU in one process).
   virtual bool can_capture_step() const { return false; }
-  // The step executor plugin; null runs steps eagerly.
-  void set_step_executor(std::unique_ptr<StepExecutor> executor) { executor_ = std::move(executor); }
-  StepExecutor* step_executor() const { return executor_.get(); }
+
+  // ---- the step executor ----
+  // Before a fit's first training step: cuda_graph captures the steps' forward and backward into
+  // a CUDA graph (CudaGraphStep; what training_step logs then goes through `logs`, deferred);
+  // otherwise they run eagerly.
+  void setup_step_executor(bool cuda_graph, trainer::LoggerConnector& logs);
+  // After fit (and before the device is torn down): the graph, its memory and its static tensors
+  // go; its counters stay readable.
+  void release_step_executor();
+  // The CUDA graph executor of the current (or last) fit; null when steps run eagerly.
+  const trainer::CudaGraphStep* cuda_graph_step() const { return cuda_graph_.get(); }
 
   // ---- steps ----
   // The batch on the root device; floating inputs and targets cast to compute_dtype().
   virtual data::Batch batch_to_device(const data::Batch& batch) const;
-  // The batch of a training step: batch_to_device, then the step executor's static tensors when
-  // it keeps some and they fit.
-  data::Batch training_batch(const data::Batch& host_batch);
+  // One training batch, the fit loop's one call per batch: the host batch to the device (into the
+  // CUDA graph's static tensors when it keeps them), hooks.on_batch_start, before_training_step,
+  // training_step, the finite-loss check, backward of loss * step.loss_factor, and at a step
+  // boundary (step.will_step) optimizer_step and zero_grad, with the loop's hooks between them
+  // (training_step_hooks.h). The steps run eagerly or through the step executor.
+  TrainingStepResult run_training_step(trainer::LightningModule& module, optim::Optimizer& optimizer,
+                                       const data::Batch& host_batch, const TrainingStepRequest& step,
+                                       TrainingStepHooks& hooks);
   // Before each training_step (ddp: broadcast rank 0's buffers).
   virtual void before_training_step(trainer::LightningModule& /*module*/) {}
-  struct StepResult {
-    Tensor loss;
-    bool backward_done = false;  // the executor ran forward_backward, backward included
-  };
-  // One training step on training_batch()'s batch: through the step executor when it staged the
-  // batch (forward_backward = the caller's training_step + backward), else training_step alone
-  // (the caller then runs backward).
-  StepResult execute_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx,
-                                   const std::function<Tensor()>& forward_backward);
   // training_step under autocast, then training_step_end when the module defines it; returns
   // the loss (undefined when training_step returned none).
   virtual Tensor training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
@@ -166,6 +182,9 @@ class Strategy {
   virtual double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
   // ---- the optimizer ----
+  // The optimizer class this strategy's communication is written for (bagua's qadam: QAdam);
+  // nullopt: any. The config refuses another --optimizer before anything runs.
+  virtual std::optional<OptimizerRequirement> required_optimizer() const { return std::nullopt; }
   // Once per fit, after configure_optimizers and before a checkpoint is restored. Throws
   // ConfigError for an optimizer this strategy cannot drive.
   virtual void setup_optimizer(optim::Optimizer& /*optimizer*/) {}
@@ -197,12 +216,13 @@ class Strategy {
  protected:
   // Runs the step of `module` on `batch` in the current thread (autocast on).
   Tensor call_training_step(trainer::LightningModule& module, const data::Batch& batch, int64_t batch_idx);
+  // backward(loss, ...) between the loop's before- and after-backward hooks.
+  void backward_with_hooks(const Tensor& loss, const TrainingStepRequest& step, TrainingStepHooks& hooks);
 
   StrategyEnvironment env_;
   std::vector<Device> devices_{Device::cpu()};
   PrecisionPlugin precision_;
-  std::unique_ptr<StepExecutor> executor_;
-  bool staged_ = false;  // the current training batch is the executor's
+  std::unique_ptr<trainer::CudaGraphStep> cuda_graph_;
 };
 
 class StrategyRegistry : public NamedRegistry<Strategy> {

@@ -28,6 +28,7 @@
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
 #include "engine/trainer/trainer.h"
+#include "engine/trainer/checkpoint_connector.h"
 
 #ifndef TANDEM_VERSION_STRING
 #define TANDEM_VERSION_STRING "0.1.0"
@@ -37,57 +38,59 @@ namespace fs = std::filesystem;
 
 namespace tandem::trainer {
 
-nlohmann::json Trainer::dump_trainer_state() {
+nlohmann::json CheckpointConnector::dump_trainer_state() {
+  Trainer& t = trainer_;
   nlohmann::json s;
   s["tandem_version"] = TANDEM_VERSION_STRING;
-  s["world_size"] = world_size();
-  s["precision"] = precision_name(plan_.precision);
-  s["epoch"] = progress_.epoch;
-  s["global_step"] = progress_.global_step;
-  s["loops"]["fit"] = {{"batch_in_epoch", progress_.batch_in_epoch},
-                       {"total_batch_idx", progress_.total_batch_idx},
-                       {"epoch_finished", progress_.epoch_finished},
-                       {"after_batch_pending", progress_.after_batch_pending},
-                       {"num_training_batches", num_training_batches_},
-                       {"batch_size", train_batch_size_}};
-  if (optimizer_config_.optimizer) s["optimizer_class"] = optimizer_config_.optimizer->name();
-  if (optimizer_config_.scheduler) s["lr_scheduler_class"] = optimizer_config_.scheduler->name();
+  s["world_size"] = t.world_size();
+  s["precision"] = precision_name(t.plan_.precision);
+  s["epoch"] = t.progress_.epoch;
+  s["global_step"] = t.progress_.global_step;
+  s["loops"]["fit"] = {{"batch_in_epoch", t.progress_.batch_in_epoch},
+                       {"total_batch_idx", t.progress_.total_batch_idx},
+                       {"epoch_finished", t.progress_.epoch_finished},
+                       {"after_batch_pending", t.progress_.after_batch_pending},
+                       {"num_training_batches", t.num_training_batches_},
+                       {"batch_size", t.fit_loop_.train_batch_size()}};
+  if (t.optimizer_config_.optimizer) s["optimizer_class"] = t.optimizer_config_.optimizer->name();
+  if (t.optimizer_config_.scheduler) s["lr_scheduler_class"] = t.optimizer_config_.scheduler->name();
   const Generator& g = default_generator();
   s["generator"] = {{"seed", g.seed}, {"offset", g.offset}};
   // Named: iterating items() of the temporary would read it after it is destroyed (C++20 keeps
   // only the outermost temporary of a range-for alive).
-  const nlohmann::json strategy_state = strategy_->state_dict();  // the loss scaler
+  const nlohmann::json strategy_state = t.strategy_->state_dict();  // the loss scaler
   for (const auto& [key, value] : strategy_state.items()) s[key] = value;
   s["callbacks"] = nlohmann::json::object();
-  for (const auto& cb : callbacks_) {
+  for (const auto& cb : t.callbacks_) {
     nlohmann::json state = cb->state_dict();
     if (!state.is_object() || !state.empty()) s["callbacks"][cb->state_key()] = std::move(state);
   }
   nlohmann::json module_state = nlohmann::json::object();
-  if (module_) {
-    module_->on_save_checkpoint(module_state);
-    s["hparams"] = module_->hparams;
+  if (t.module_) {
+    t.module_->on_save_checkpoint(module_state);
+    s["hparams"] = t.module_->hparams;
   }
   s["module"] = module_state;
-  s["datamodule_hparams"] = datamodule_ ? datamodule_->hparams() : nlohmann::json::object();
-  for_each_callback([&](Callback& cb) { cb.on_save_checkpoint(*this, *module_, s); });
+  s["datamodule_hparams"] = t.datamodule_ ? t.datamodule_->hparams() : nlohmann::json::object();
+  t.for_each_callback([&](Callback& cb) { cb.on_save_checkpoint(t, *t.module_, s); });
   return s;
 }
 
-void Trainer::save_checkpoint(const std::string& path) {
-  TANDEM_CHECK(module_ != nullptr, ValueError, "save_checkpoint(" + path + "): no model is attached; call it during fit");
-  beat("saving a checkpoint", progress_.batch_in_epoch, /*waits_for_peers=*/true);
+void CheckpointConnector::save_checkpoint(const std::string& path) {
+  Trainer& t = trainer_;
+  TANDEM_CHECK(t.module_ != nullptr, ValueError, "save_checkpoint(" + path + "): no model is attached; call it during fit");
+  t.beat("saving a checkpoint", t.progress_.batch_in_epoch, /*waits_for_peers=*/true);
   // Every rank has chosen its file names (ModelCheckpoint checks which exist) before rank 0
   // writes, so all ranks agree on best_model_path and friends.
-  strategy_->barrier("before save_checkpoint");
+  t.strategy_->barrier("before save_checkpoint");
   // Collective under ddp_sharded (each rank holds part of the state): every rank gathers it.
   std::optional<optim::OptimizerStateDict> optimizer_state;
-  if (optimizer_config_.optimizer) optimizer_state = strategy_->optimizer_state(*optimizer_config_.optimizer);
-  if (is_global_zero()) {
+  if (t.optimizer_config_.optimizer) optimizer_state = t.strategy_->optimizer_state(*t.optimizer_config_.optimizer);
+  if (t.is_global_zero()) {
     Checkpoint ckpt;
-    ckpt.model = module_->state_dict();
+    ckpt.model = t.module_->state_dict();
     ckpt.optimizer = std::move(optimizer_state);
-    ckpt.scheduler = optimizer_config_.scheduler ? optimizer_config_.scheduler->state_dict() : nlohmann::json();
+    ckpt.scheduler = t.optimizer_config_.scheduler ? t.optimizer_config_.scheduler->state_dict() : nlohmann::json();
     ckpt.trainer_state = dump_trainer_state();
     const fs::path parent = fs::path(path).parent_path();
     std::error_code ec;
@@ -95,15 +98,16 @@ void Trainer::save_checkpoint(const std::string& path) {
     if (ec) throw DataError("cannot create the checkpoint directory " + parent.string() + ": " + ec.message());
     trainer::save_checkpoint(path, ckpt);
   }
-  strategy_->barrier("save_checkpoint");
+  t.strategy_->barrier("save_checkpoint");
 }
 
-void Trainer::restore_weights(const std::string& path) {
+void CheckpointConnector::restore_weights(const std::string& path) {
+  Trainer& t = trainer_;
   const Checkpoint ckpt = load_checkpoint(path);
-  module_->load_state_dict(ckpt.model);
+  t.module_->load_state_dict(ckpt.model);
   announce_restore("Loaded model weights from the checkpoint at", path, ckpt);
   if (ckpt.trainer_state.is_object() && ckpt.trainer_state.contains("module")) {
-    module_->on_load_checkpoint(ckpt.trainer_state["module"]);
+    t.module_->on_load_checkpoint(ckpt.trainer_state["module"]);
   }
 }
 
@@ -199,33 +203,34 @@ void restore_schedule(const Checkpoint& ckpt, const OptimizerConfig& config, con
 
 }  // namespace
 
-void Trainer::announce_restore(const char* what, const std::string& path, const Checkpoint& ckpt) const {
-  if (!is_global_zero()) return;
+void CheckpointConnector::announce_restore(const char* what, const std::string& path, const Checkpoint& ckpt) const {
+  if (!trainer_.is_global_zero()) return;
   std::printf("%s %s\n", what, path.c_str());
   const std::string warning = unverified_metadata_warning(path, ckpt);
   if (!warning.empty()) std::fprintf(stderr, "tandem: %s\n", warning.c_str());
   std::fflush(stdout);
 }
 
-void Trainer::restore_fit_state(const std::string& path) {
+void CheckpointConnector::restore_fit_state(const std::string& path) {
+  Trainer& t = trainer_;
   const Checkpoint ckpt = load_checkpoint(path);
   announce_restore("Restoring states from the checkpoint path at", path, ckpt);
   if (ckpt.trainer_state.is_object() && ckpt.optimizer) {
-    refuse_other_optimizer(path, ckpt.trainer_state, *optimizer_config_.optimizer);
+    refuse_other_optimizer(path, ckpt.trainer_state, *t.optimizer_config_.optimizer);
   }
-  module_->load_state_dict(ckpt.model);
+  t.module_->load_state_dict(ckpt.model);
   const nlohmann::json& s = ckpt.trainer_state;
   if (!s.is_object()) {
     throw DataError("cannot resume fit from " + path + ": it holds weights only (no trainer state); load it "
                     "for validate/test/predict, or resume from a checkpoint written by ModelCheckpoint");
   }
-  int64_t saved_world_size = world_size();
+  int64_t saved_world_size = t.world_size();
   resume_batch_size_ = 0;
   try {
     if (ckpt.optimizer) {
-      const std::vector<double> configured_lrs = group_lrs(*optimizer_config_.optimizer);
-      strategy_->load_optimizer_state(*optimizer_config_.optimizer, *ckpt.optimizer);
-      restore_schedule(ckpt, optimizer_config_, configured_lrs, is_global_zero());
+      const std::vector<double> configured_lrs = group_lrs(*t.optimizer_config_.optimizer);
+      t.strategy_->load_optimizer_state(*t.optimizer_config_.optimizer, *ckpt.optimizer);
+      restore_schedule(ckpt, t.optimizer_config_, configured_lrs, t.is_global_zero());
     }
 
     const nlohmann::json& fit = s.at("loops").at("fit");
@@ -243,12 +248,12 @@ void Trainer::restore_fit_state(const std::string& path) {
     };
     const int64_t epoch = counter(s.at("epoch"), "epoch");
     const bool finished = fit.at("epoch_finished").get<bool>();
-    progress_.global_step = counter(s.at("global_step"), "global_step");
-    progress_.batches_that_stepped = progress_.global_step;
-    progress_.total_batch_idx = counter(fit.at("total_batch_idx"), "loops.fit.total_batch_idx");
+    t.progress_.global_step = counter(s.at("global_step"), "global_step");
+    t.progress_.batches_that_stepped = t.progress_.global_step;
+    t.progress_.total_batch_idx = counter(fit.at("total_batch_idx"), "loops.fit.total_batch_idx");
     // A finished epoch resumes at the next one; a save inside an epoch resumes at its next batch.
-    progress_.epoch = finished ? epoch + 1 : epoch;
-    resume_skip_batches_ = finished ? 0 : counter(fit.at("batch_in_epoch"), "loops.fit.batch_in_epoch");
+    t.progress_.epoch = finished ? epoch + 1 : epoch;
+    resume_.skip_batches = finished ? 0 : counter(fit.at("batch_in_epoch"), "loops.fit.batch_in_epoch");
     // World size and batch size multiply into an example count: bounded to 2^31 so it cannot overflow.
     const auto size = [&](const nlohmann::json& value, const char* name) {
       return json_integer(value, "cannot resume fit from " + path + ": its trainer state has " + name, 0,
@@ -256,21 +261,21 @@ void Trainer::restore_fit_state(const std::string& path) {
     };
     if (s.contains("world_size")) saved_world_size = size(s.at("world_size"), "world_size");
     resume_batch_size_ = fit.contains("batch_size") ? size(fit.at("batch_size"), "loops.fit.batch_size") : 0;
-    progress_.batch_in_epoch = resume_skip_batches_;
-    resume_after_batch_pending_ = !finished && fit.value("after_batch_pending", false);
+    t.progress_.batch_in_epoch = resume_.skip_batches;
+    resume_.after_batch_pending = !finished && fit.value("after_batch_pending", false);
 
     const nlohmann::json& g = s.at("generator");
     default_generator().seed = u64(g.at("seed"), "generator.seed");
     default_generator().offset = u64(g.at("offset"), "generator.offset");
     // A 16-mixed run resumes with the loss scale it had learned (absent: the default scale).
-    strategy_->load_state_dict(s);
+    t.strategy_->load_state_dict(s);
 
     const nlohmann::json& cbs = s.value("callbacks", nlohmann::json::object());
-    for (const auto& cb : callbacks_) {
+    for (const auto& cb : t.callbacks_) {
       if (cbs.contains(cb->state_key())) cb->load_state_dict(cbs.at(cb->state_key()));
     }
-    if (s.contains("module")) module_->on_load_checkpoint(s.at("module"));
-    for_each_callback([&](Callback& cb) { cb.on_load_checkpoint(*this, *module_, s); });
+    if (s.contains("module")) t.module_->on_load_checkpoint(s.at("module"));
+    t.for_each_callback([&](Callback& cb) { cb.on_load_checkpoint(t, *t.module_, s); });
   } catch (const nlohmann::json::exception& e) {
     throw DataError("cannot resume fit from " + path + ": its trainer state is incomplete (" + e.what() +
                     "); it was not written by this Trainer's ModelCheckpoint");
@@ -287,37 +292,38 @@ void Trainer::restore_fit_state(const std::string& path) {
 // examples cover the first k*W*B examples of the epoch's global order (DistributedSampler), so
 // at W' ranks of B' that is k*W*B / (W'*B') batches. Weights, optimizer state, epochs and
 // optimizer steps mean the same at any world size and batch size.
-void Trainer::rescale_resume_position(int64_t batch_size) {
+void CheckpointConnector::rescale_resume_position(int64_t batch_size) {
+  Trainer& t = trainer_;
   if (resume_world_size_ == 0) return;  // not resuming
   const int64_t saved_world = resume_world_size_, saved_batch = resume_batch_size_ ? resume_batch_size_ : batch_size;
   resume_world_size_ = 0;
-  if (saved_world == world_size() && saved_batch == batch_size) return;
-  const int64_t before = resume_skip_batches_;
+  if (saved_world == t.world_size() && saved_batch == batch_size) return;
+  const int64_t before = resume_.skip_batches;
   // Each factor is below 2^53 (checked when read), so the products fit in 128 bits.
   const __int128 seen = __int128(before) * saved_world * saved_batch;
-  const __int128 per_batch = __int128(world_size()) * batch_size;
+  const __int128 per_batch = __int128(t.world_size()) * batch_size;
   const __int128 rescaled = seen / per_batch;
   if (saved_batch != batch_size && seen % per_batch != 0) {
     // Rounding would train some examples of this epoch twice or skip some: refused.
-    throw ConfigError("cannot resume fit from " + ckpt_path_ + " inside its epoch with batch size " +
+    throw ConfigError("cannot resume fit from " + t.ckpt_path_ + " inside its epoch with batch size " +
                       std::to_string(batch_size) + ": it was saved after " + std::to_string(before) +
                       " batches of " + std::to_string(saved_batch) + " per rank at world size " +
                       std::to_string(saved_world) + ", i.e. " + std::to_string(int64_t(seen)) +
                       " examples of the epoch, which is not a whole number of batches of " +
-                      std::to_string(batch_size) + " at world size " + std::to_string(world_size()) +
+                      std::to_string(batch_size) + " at world size " + std::to_string(t.world_size()) +
                       "; resume with --data.batch_size=" + std::to_string(saved_batch) +
                       " (the checkpoint's), a batch size that divides that count, or from a checkpoint saved at "
                       "the end of an epoch");
   }
   if (rescaled >= (__int128(1) << 53))
-    throw DataError("cannot resume fit from " + ckpt_path_ + ": its mid-epoch position " + std::to_string(before) +
+    throw DataError("cannot resume fit from " + t.ckpt_path_ + ": its mid-epoch position " + std::to_string(before) +
                     " at world size " + std::to_string(saved_world) + " is beyond any epoch; the checkpoint is corrupt");
-  resume_skip_batches_ = int64_t(rescaled);
-  progress_.batch_in_epoch = resume_skip_batches_;
-  if (!is_global_zero()) return;
-  if (saved_world != world_size()) {
+  resume_.skip_batches = int64_t(rescaled);
+  t.progress_.batch_in_epoch = resume_.skip_batches;
+  if (!t.is_global_zero()) return;
+  if (saved_world != t.world_size()) {
     std::printf("note: resuming a checkpoint written at world size %lld on world size %d",
-                static_cast<long long>(saved_world), world_size());
+                static_cast<long long>(saved_world), t.world_size());
   } else {
     std::printf("note: resuming a checkpoint written with batch size %lld at batch size %lld",
                 static_cast<long long>(saved_batch), static_cast<long long>(batch_size));
@@ -325,7 +331,7 @@ void Trainer::rescale_resume_position(int64_t batch_size) {
   if (before > 0) {
     // Rounded down at another world size alone: a few examples are seen again rather than skipped.
     std::printf("; mid-epoch position %lld per-rank batches (%lld examples) becomes %lld%s", static_cast<long long>(before),
-                static_cast<long long>(seen), static_cast<long long>(resume_skip_batches_),
+                static_cast<long long>(seen), static_cast<long long>(resume_.skip_batches),
                 seen % per_batch ? ", rounded down: the last few examples before it are seen again" : "");
   }
   std::printf("\n");
@@ -333,14 +339,15 @@ void Trainer::rescale_resume_position(int64_t batch_size) {
 
 // ---- ckpt_path: a file, "last" or "best" ----
 
-std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::string>* looked) {
-  if (!checkpoint_run_dir_.empty()) {  // the run the user pointed at, alone
-    const std::string dir = (fs::path(checkpoint_run_dir_) / "checkpoints").string();
+std::optional<std::string> CheckpointConnector::find_newest_checkpoint(std::vector<std::string>* looked) {
+  Trainer& t = trainer_;
+  if (!run_dir_.empty()) {  // the run the user pointed at, alone
+    const std::string dir = (fs::path(run_dir_) / "checkpoints").string();
     looked->push_back(dir);
     return find_last_checkpoint(dir);
   }
   // This run's checkpoint directories first, then the newest version under lightning_logs.
-  for (const auto& cb : callbacks_) {
+  for (const auto& cb : t.callbacks_) {
     auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get());
     if (!mc) continue;
     if (!mc->last_model_path().empty() && fs::exists(mc->last_model_path())) return mc->last_model_path();
@@ -349,10 +356,10 @@ std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::stri
       if (auto found = find_last_checkpoint(mc->options().dirpath)) return found;
     }
   }
-  const fs::path logs = fs::path(options_.default_root_dir) / "lightning_logs";
+  const fs::path logs = fs::path(t.options_.default_root_dir) / "lightning_logs";
   std::optional<std::string> newest;
   std::vector<std::string> runs;  // the versions with checkpoints, newest first
-  const std::vector<int> versions = CSVLogger::existing_versions(options_.default_root_dir);
+  const std::vector<int> versions = CSVLogger::existing_versions(t.options_.default_root_dir);
   for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
     const std::string run = "version_" + std::to_string(*v);
     if (auto found = find_last_checkpoint((logs / run / "checkpoints").string())) {
@@ -360,7 +367,7 @@ std::optional<std::string> Trainer::find_newest_checkpoint(std::vector<std::stri
       runs.push_back(run);
     }
   }
-  if (runs.size() > 1 && is_global_zero()) {
+  if (runs.size() > 1 && t.is_global_zero()) {
     std::string others;
     for (size_t i = 1; i < runs.size(); ++i) others += (i > 1 ? ", " : "") + runs[i];
     std::printf("note: %zu runs under %s have checkpoints; using the newest, %s (not %s); point at another with "
@@ -396,10 +403,11 @@ std::string recorded_best_path(const std::string& checkpoint, const std::string&
 
 }  // namespace
 
-std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
+std::string CheckpointConnector::resolve_ckpt_path(const std::string& ckpt_path) {
+  Trainer& t = trainer_;
   if (ckpt_path.empty()) return "";
   if (ckpt_path == "best") {
-    ModelCheckpoint* mc = checkpoint_callback();
+    ModelCheckpoint* mc = t.checkpoint_callback();
     if (!mc) {
       throw ConfigError("ckpt_path=\"best\" needs a ModelCheckpoint callback, and this Trainer has none "
                         "(enable_checkpointing=false?); pass the checkpoint's path instead");
@@ -429,6 +437,12 @@ std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
                       "written by ModelCheckpoint, or \"last\" / \"best\"");
   }
   return ckpt_path;
+}
+
+CheckpointConnector::ResumePoint CheckpointConnector::take_resume_point() {
+  const ResumePoint point = resume_;
+  resume_ = {};
+  return point;
 }
 
 }  // namespace tandem::trainer

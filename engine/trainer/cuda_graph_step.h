@@ -1,7 +1,7 @@
-// CudaGraphStep: `--trainer.cuda_graph=true`, a step executor plugin of the strategy
-// (engine/strategies/step_executor.h). The forward and backward of a training step
-// (training_step, the loss scaling, the backward hooks, backward) are captured once into a CUDA
-// graph and replayed for every later batch of the same shapes, so a small model's step costs one
+// CudaGraphStep: `--trainer.cuda_graph=true`, the strategy's step executor
+// (Strategy::setup_step_executor; without it steps run eagerly). The forward and backward of a
+// training step (training_step, the loss scaling, the backward hooks, backward) are captured
+// once into a CUDA graph and replayed for every later batch of the same shapes, so a small model's step costs one
 // graph launch instead of a launch per kernel.
 //
 // What is captured and what is not:
@@ -27,35 +27,40 @@
 #include <string>
 
 #include "engine/data/batch.h"
-#include "engine/strategies/step_executor.h"
+#include "engine/tensor/tensor.h"
 #include "engine/trainer/logger_connector.h"
 
 namespace tandem::cuda { class StepGraph; }
 
 namespace tandem::trainer {
 
-class CudaGraphStep : public StepExecutor {
+class CudaGraphStep {
  public:
   static constexpr int kWarmupSteps = 2;
 
   // `logs`: the Trainer's, whose log calls are deferred while a step is captured or replayed.
   CudaGraphStep(int device, LoggerConnector& logs, int warmup_steps = kWarmupSteps);
-  ~CudaGraphStep() override;
+  ~CudaGraphStep();
   CudaGraphStep(const CudaGraphStep&) = delete;
   CudaGraphStep& operator=(const CudaGraphStep&) = delete;
 
   // The device batch for this step: the static tensors, refilled from `batch`, when it has their
   // shapes (they are made from the first batch); nullopt when graphs are off or the shapes differ
   // (run the step eagerly on a batch of its own).
-  std::optional<data::Batch> stage(const data::Batch& batch) override;
+  std::optional<data::Batch> stage(const data::Batch& batch);
+
+  struct Outcome {
+    bool ran = false;  // false: nothing ran (the capture failed just now): run the batch eagerly
+    Tensor loss;       // undefined when training_step returned none
+  };
 
   // Runs forward_backward in the current phase: eagerly and checked, captured then replayed, or
   // replayed. `ran` is false when the capture failed just now (run this batch eagerly); the loss
   // is undefined when training_step returned none (only during warm-up).
-  Outcome run(const std::function<Tensor()>& forward_backward) override;
+  Outcome run(const std::function<Tensor()>& forward_backward);
 
   // After fit: the graph, its memory and the static tensors go; the counters stay readable.
-  void release() override;
+  void release();
 
   bool enabled() const { return phase_ != Phase::Off; }
   bool captured() const { return phase_ == Phase::Captured; }

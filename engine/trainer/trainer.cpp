@@ -139,7 +139,7 @@ void Trainer::setup_strategy() {
 }
 
 Trainer::~Trainer() {
-  if (strategy_) strategy_->set_step_executor(nullptr);  // a graph's memory goes back before the device is torn down
+  if (strategy_) strategy_->release_step_executor();  // a graph's memory goes back before the device is torn down
   if (accelerator_) accelerator_->teardown();
 }
 
@@ -148,6 +148,22 @@ ModelCheckpoint* Trainer::checkpoint_callback() const {
     if (auto* mc = dynamic_cast<ModelCheckpoint*>(cb.get())) return mc;
   }
   return nullptr;
+}
+
+void Trainer::save_checkpoint(const std::string& path) { checkpoint_connector_.save_checkpoint(path); }
+
+void Trainer::log_step_rows(const Metrics& rows, int64_t step) {
+  if (!logger_ || rows.empty() || !is_global_zero()) return;
+  Metrics with_epoch = rows;
+  with_epoch["epoch"] = double(progress_.epoch);
+  logger_->log_metrics(with_epoch, step);
+}
+
+void Trainer::log_to_loggers(const Metrics& metrics) {
+  if (!logger_ || metrics.empty() || !is_global_zero() || sanity_checking()) return;
+  Metrics with_epoch = metrics;
+  with_epoch["epoch"] = double(progress_.epoch);
+  logger_->log_metrics(with_epoch, progress_.batches_that_stepped);
 }
 
 std::string Trainer::log_dir() { return logger_ ? logger_->log_dir() : options_.default_root_dir; }
@@ -286,19 +302,17 @@ void Trainer::fit(LightningModule& model, data::DataModule& datamodule, const st
                  "configure_optimizers(): scheduler frequency=" + std::to_string(optimizer_config_.frequency) + " is not valid: expected >= 1");
     strategy_->setup_optimizer(*optimizer_config_.optimizer);
     progress_ = FitProgress{};
-    resume_skip_batches_ = 0;
-    resume_world_size_ = 0;
-    resume_after_batch_pending_ = false;
+    checkpoint_connector_.forget_resume_point();
     should_stop = false;
     logger_connector_.clear();
-    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    const std::string resolved = checkpoint_connector_.resolve_ckpt_path(ckpt_path);
     ckpt_path_ = resolved;
-    if (!resolved.empty()) restore_fit_state(resolved);
+    if (!resolved.empty()) checkpoint_connector_.restore_fit_state(resolved);
     write_hparams();
     start_step_watchdog();
     for_each_callback([&](Callback& cb) { cb.on_fit_start(*this, model); });
     model.on_fit_start();
-    run_fit();
+    fit_loop_.run();
     for_each_callback([&](Callback& cb) { cb.on_fit_end(*this, model); });
     model.on_fit_end();
     watchdog_.reset();
@@ -358,9 +372,9 @@ auto Trainer::run_stage(LightningModule& model, data::DataModule& datamodule, co
   }
   decltype(body()) result;
   try {
-    const std::string resolved = resolve_ckpt_path(ckpt_path);
+    const std::string resolved = checkpoint_connector_.resolve_ckpt_path(ckpt_path);
     ckpt_path_ = resolved;
-    if (!resolved.empty()) restore_weights(resolved);
+    if (!resolved.empty()) checkpoint_connector_.restore_weights(resolved);
     result = body();
   } catch (const std::exception& e) {
     for_each_callback([&](Callback& cb) { cb.on_exception(*this, model, e); });
@@ -385,7 +399,7 @@ std::vector<Trainer::Metrics> Trainer::validate(LightningModule& model, data::Da
     TANDEM_CHECK(loader != nullptr, ConfigError, "validate: the datamodule returned no val_dataloader(); give it one, or use test()");
     shard_for_ranks(*loader, RunningStage::Validate);
     num_val_batches_ = limited_batches(options_.limit_val_batches, loader->num_batches(), "limit_val_batches");
-    return run_evaluation(RunningStage::Validate, *loader, num_val_batches_);
+    return evaluation_loop_.run(RunningStage::Validate, *loader, num_val_batches_);
   });
   if (verbose) print_stage_metrics("Validate metric", metrics);
   return {metrics};
@@ -398,7 +412,7 @@ std::vector<Trainer::Metrics> Trainer::test(LightningModule& model, data::DataMo
     TANDEM_CHECK(loader != nullptr, ConfigError, "test: the datamodule returned no test_dataloader(); give it one");
     shard_for_ranks(*loader, RunningStage::Test);
     num_test_batches_ = limited_batches(options_.limit_test_batches, loader->num_batches(), "limit_test_batches");
-    return run_evaluation(RunningStage::Test, *loader, num_test_batches_);
+    return evaluation_loop_.run(RunningStage::Test, *loader, num_test_batches_);
   });
   if (verbose) print_stage_metrics("Test metric", metrics);
   return {metrics};
@@ -410,7 +424,7 @@ std::vector<Tensor> Trainer::predict(LightningModule& model, data::DataModule& d
     TANDEM_CHECK(loader != nullptr, ConfigError, "predict: the datamodule returned no predict_dataloader(); give it one");
     shard_for_ranks(*loader, RunningStage::Predict);
     num_predict_batches_ = limited_batches(options_.limit_predict_batches, loader->num_batches(), "limit_predict_batches");
-    return run_predict(*loader, num_predict_batches_);
+    return evaluation_loop_.run_predict(*loader, num_predict_batches_);
   });
 }
 

@@ -7,11 +7,12 @@
 //   trainer.fit(model, datamodule);            // or fit(model, dm, "last") to resume exactly
 //   auto results = trainer.test(model, datamodule, "best");
 //
-// Where the code lives: trainer.cpp (setup, stages), fit_loop.cpp (epochs, batches,
-// accumulation, clipping, optimizer/scheduler steps, when to validate), evaluation_loop.cpp
-// (validate/test/sanity/predict), checkpoint_connector.cpp (what a checkpoint holds, exact
-// resume, ckpt_path), logger_connector.cpp (metric aggregation), callbacks/ (checkpointing, early
-// stopping, progress bar, summaries).
+// Where the code lives: trainer.cpp (setup, stages), FitLoop (fit_loop.h: epochs, batches handed
+// to Strategy::run_training_step, accumulation, clipping, scheduler steps, when to validate),
+// EvaluationLoop (evaluation_loop.h: validate/test/sanity/predict), CheckpointConnector
+// (checkpoint_connector.h: what a checkpoint holds, exact resume, ckpt_path), LoggerConnector
+// (logger_connector.h: metric aggregation), callbacks/ (checkpointing, early stopping, progress
+// bar, summaries). The loops and the connector are the Trainer's parts and read its state.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -23,8 +24,11 @@
 #include "engine/data/data_module.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/trainer/callback.h"
+#include "engine/trainer/checkpoint_connector.h"
 #include "engine/trainer/csv_logger.h"
 #include "engine/trainer/cuda_graph_step.h"
+#include "engine/trainer/evaluation_loop.h"
+#include "engine/trainer/fit_loop.h"
 #include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/step_watchdog.h"
@@ -35,8 +39,6 @@
 namespace tandem::data { class DataLoader; }
 
 namespace tandem::trainer {
-
-struct Checkpoint;  // checkpoint.h
 
 class ModelCheckpoint;
 
@@ -112,7 +114,7 @@ class Trainer {
   // The run ckpt_path="last"/"best" refer to: a log directory (lightning_logs/version_N) whose
   // checkpoints/ they are looked up in, alone. Unset, they look in this run's checkpoint
   // directories, then in the newest version_N that has checkpoints (saying which when several do).
-  void set_checkpoint_run_dir(std::string dir) { checkpoint_run_dir_ = std::move(dir); }
+  void set_checkpoint_run_dir(std::string dir) { checkpoint_connector_.set_run_dir(std::move(dir)); }
   const ExecutionPlan& plan() const { return plan_; }
   Strategy& strategy() { return *strategy_; }
   int world_size() const { return strategy_->world_size(); }
@@ -128,7 +130,7 @@ class Trainer {
   int64_t num_training_batches() const { return num_training_batches_; }
   // Between the batches of an accumulated step (accumulate_grad_batches > 1): gradients are
   // partial and no checkpoint could hold them.
-  bool accumulating_gradients() const { return accumulated_batches_ > 0; }
+  bool accumulating_gradients() const { return fit_loop_.accumulating_gradients(); }
   int64_t num_val_batches() const { return num_val_batches_; }
   int64_t num_test_batches() const { return num_test_batches_; }
   int64_t num_predict_batches() const { return num_predict_batches_; }
@@ -154,9 +156,7 @@ class Trainer {
   // bfloat16 or float16 when steps run under autocast (mixed precision), else nullopt.
   std::optional<DType> autocast_dtype() const { return strategy_->precision_plugin().autocast_dtype(); }
   // cuda_graph=true: the graph of the current (or last) fit; null otherwise.
-  const CudaGraphStep* cuda_graph_step() const {
-    return dynamic_cast<const CudaGraphStep*>(strategy_->step_executor());
-  }
+  const CudaGraphStep* cuda_graph_step() const { return strategy_->cuda_graph_step(); }
   LightningModule* lightning_module() const { return module_; }
   data::DataModule* datamodule() const { return datamodule_; }
 
@@ -171,7 +171,10 @@ class Trainer {
   LoggerConnector& logger_connector() { return logger_connector_; }
 
  private:
-  // trainer.cpp
+  friend class FitLoop;
+  friend class EvaluationLoop;
+  friend class CheckpointConnector;
+
   void setup_strategy();
   void attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage);
   void detach(const std::string& stage);
@@ -199,40 +202,6 @@ class Trainer {
   // waits_for_peers: the phase blocks in collectives (the watchdog then allows
   // collective_timeout plus the abort grace).
   void beat(const char* phase, int64_t batch_idx, bool waits_for_peers = false);
-  // fit_loop.cpp
-  void run_fit();
-  void run_train_epoch(data::DataLoader& train_loader, data::DataLoader* val_loader);
-  bool run_train_batch(const data::Batch& host_batch, int64_t batch_idx, bool is_last_batch);
-  Tensor forward_backward(const data::Batch& batch, int64_t batch_idx, bool will_step);
-  void backward_step(const Tensor& loss, bool will_step);
-  void check_loss_shape(const Tensor& loss) const;
-  void check_finite_loss(double value, int64_t batch_idx);
-  void optimizer_step();
-  void step_schedulers(const std::string& interval);
-  bool should_validate_after_batch(int64_t batch_idx, bool is_last_batch) const;
-  // What follows a batch's on_train_batch_end: the epoch-interval scheduler step after the last
-  // batch, then validation when due.
-  void after_train_batch(int64_t batch_idx, bool is_last_batch, data::DataLoader* val_loader);
-  bool max_steps_reached() const;
-  bool done_fitting() const;
-  void finish_train_epoch();
-  // evaluation_loop.cpp
-  Metrics run_evaluation(RunningStage stage, data::DataLoader& loader, int64_t num_batches);
-  void run_sanity_check(data::DataLoader* val_loader);
-  std::vector<Tensor> run_predict(data::DataLoader& loader, int64_t num_batches);
-  int64_t limited_batches(const BatchCount& limit, int64_t available, const char* option) const;
-  // checkpoint_connector.cpp
-  std::string resolve_ckpt_path(const std::string& ckpt_path);
-  // The checkpoint "last" means: this run's ModelCheckpoint directories, then the newest
-  // lightning_logs/version_N/checkpoints; appends where it looked.
-  std::optional<std::string> find_newest_checkpoint(std::vector<std::string>* looked);
-  nlohmann::json dump_trainer_state();
-  void restore_fit_state(const std::string& path);
-  void restore_weights(const std::string& path);
-  // A mid-epoch position saved at another world size or batch size, in this run's batches.
-  void rescale_resume_position(int64_t batch_size);
-  // Says on rank 0 which file a stage restored (and warns when its metadata is unverified).
-  void announce_restore(const char* what, const std::string& path, const Checkpoint& ckpt) const;
   void log_step_rows(const Metrics& rows, int64_t step);
 
   TrainerOptions options_;
@@ -251,18 +220,12 @@ class Trainer {
   bool fitting_ = false;
   FitProgress progress_;
   std::string ckpt_path_;
-  std::string checkpoint_run_dir_;
-  int64_t resume_skip_batches_ = 0;  // batches of the resumed epoch already done before saving
-  // The world size and per-rank batch size resume_skip_batches_ counts in (the saved run's;
-  // batch size 0 when the checkpoint did not record it), rescaled by run_fit.
-  int64_t resume_world_size_ = 0, resume_batch_size_ = 0;
-  int64_t train_batch_size_ = 0;  // this fit's per-rank training batch size
-  bool resume_after_batch_pending_ = false;  // the checkpoint was saved inside on_train_batch_end
   int64_t num_training_batches_ = 0, num_val_batches_ = 0, num_test_batches_ = 0;
   int64_t num_predict_batches_ = 0, num_sanity_batches_ = 0;
-  int64_t val_check_batch_ = 0;     // validate after this many batches (0: never)
-  int64_t accumulated_batches_ = 0;  // backwards since the last optimizer step
   std::unique_ptr<StepWatchdog> watchdog_;  // during fit, when a step timeout applies
+  FitLoop fit_loop_{*this};
+  EvaluationLoop evaluation_loop_{*this};
+  CheckpointConnector checkpoint_connector_{*this};
 };
 
 }  // namespace tandem::trainer

@@ -1,5 +1,6 @@
-// TrainerOptions: Lightning's Trainer arguments, with the names and defaults the CLI declares
-// in engine/config/trainer_section.cpp (`--trainer.<name>`). The hardware ones are resolved by
+// TrainerOptions: Lightning's Trainer arguments with Lightning's defaults. Each is a
+// `--trainer.<name>` option described once, by a row of trainer_option_table.cpp (key, member,
+// kind, help, check; the default is the member's). The hardware ones are resolved by
 // plan_execution; the rest drive the loops. validate_trainer_options() throws ConfigError for
 // anything out of range, naming the option, the value and what is allowed.
 #pragma once

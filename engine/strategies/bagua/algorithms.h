@@ -120,6 +120,10 @@ class QAdamAlgorithm : public BaguaAlgorithm {
  public:
   explicit QAdamAlgorithm(const InitParams& /*params*/) {}
   std::string name() const override { return "qadam"; }
+  std::optional<OptimizerRequirement> required_optimizer() const override {
+    return OptimizerRequirement{"QAdam", "--trainer.strategy.algorithm=qadam communicates QAdam's compressed momentum",
+                                "another bagua algorithm"};
+  }
   // Before the first step connects to QAdam, its warm-up is not known; QAdam's is at least 1.
   bool averages_gradients(int64_t step) const override { return warmup_steps_ < 0 || step <= warmup_steps_; }
   BucketAverager bucket_averager(const collectives::Communicator& /*comm*/) const override { return {}; }

@@ -19,12 +19,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "engine/accelerators/named_registry.h"
 #include "engine/optim/optimizer.h"
+#include "engine/strategies/optimizer_requirement.h"
 #include "engine/strategies/reducer.h"
 
 namespace tandem::bagua {
@@ -33,6 +35,8 @@ class BaguaAlgorithm {
  public:
   virtual ~BaguaAlgorithm() = default;
   virtual std::string name() const = 0;
+  // The optimizer this algorithm's communication is written for; nullopt: any.
+  virtual std::optional<OptimizerRequirement> required_optimizer() const { return std::nullopt; }
   // Planning: ConfigError when the algorithm cannot run on `world_size` processes.
   virtual void validate(int /*world_size*/) const {}
   // False: the gradients of optimizer step `step` (counted from 1) stay on each rank (the

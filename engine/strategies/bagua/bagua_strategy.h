@@ -32,6 +32,7 @@ class BaguaStrategy : public DDPStrategy {
   // fit loads its weights before this.
   void load_state_dict(const nlohmann::json& state) override;
   std::string summary() const override;
+  std::optional<OptimizerRequirement> required_optimizer() const override { return algorithm_->required_optimizer(); }
 
   const bagua::BaguaAlgorithm& algorithm() const { return *algorithm_; }
 

@@ -60,10 +60,7 @@ std::string string_or_empty(const YAML::Node& v) { return is_null(v) ? "" : v.Sc
 
 // A class the configuration can name: its options, and how a resolved entry (every option
 // present, validated) becomes the callback.
-struct CallbackClass {
-  ClassSpec spec;
-  std::function<std::shared_ptr<Callback>(const YAML::Node&)> build;
-};
+using CallbackClass = ConfigClass<std::shared_ptr<Callback>(const YAML::Node& entry)>;
 
 CallbackClass model_checkpoint_class() {
   ClassSpec spec{"ModelCheckpoint",
@@ -202,11 +199,7 @@ YAML::Node resolved_entry(const YAML::Node& entry, size_t i) {
 }  // namespace
 
 const std::vector<ClassSpec>& callback_classes() {
-  static const std::vector<ClassSpec> specs = [] {
-    std::vector<ClassSpec> out;
-    for (const CallbackClass& c : configurable_callbacks()) out.push_back(c.spec);
-    return out;
-  }();
+  static const std::vector<ClassSpec> specs = specs_of(configurable_callbacks());
   return specs;
 }
 
