@@ -5,9 +5,9 @@
 // The backward recomputes each probability tile from q, k and that logsumexp (P = exp(S - lse))
 // and uses Delta_i = rowsum(dO_i * O_i) for the softmax gradient: dS = P * (dP - Delta).
 //
-// The tile products are Eigen GEMMs on maps of the operands' rows (the D dim has stride 1; rows
-// may have any stride, so q/k/v views of a fused qkv projection are read in place); exp runs
-// vectorized over whole tile rows. kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
+// The tile products run cpu::gemm_serial (kernels/cpu/gemm_serial.h: the packed GEMM for float32)
+// on the operands' rows in place (the D dim has stride 1; rows may have any stride, so q/k/v
+// views of a fused qkv projection are read as they are); exp runs vectorized over whole tile rows. kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
 // tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
 //
 // Threads: the forward hands (batch, head, query tile) items to the thread pool
@@ -22,6 +22,8 @@
 
 #include "engine/tensor/philox.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/gemm_serial.h"
 
 namespace tandem {
 
@@ -54,6 +56,7 @@ template <typename T>
 struct HeadMatrix {
   T* data;
   int64_t row_stride;
+  T* row(int64_t i) const { return data + i * row_stride; }
   ConstRows<T> rows(int64_t first, int64_t count, int64_t D) const {
     return ConstRows<T>(data + first * row_stride, count, D, Eigen::OuterStride<>(row_stride));
   }
@@ -122,7 +125,6 @@ void forward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const
                   const HeadMatrix<T>& k, const HeadMatrix<T>& v, const HeadMatrix<T>& out, T* lse, int64_t i0,
                   int64_t rows, Workspace<T>& w) {
   const int64_t D = g.D;
-  const ConstRows<T> Q = q.rows(i0, rows, D);
   auto O = w.acc_a.topRows(rows);
   O.setZero();
   auto m = w.row_max.head(rows);
@@ -133,7 +135,8 @@ void forward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     const int64_t cols = std::min(kTile, keys - j0);
     auto S = w.scores.topLeftCorner(rows, cols);
-    S.noalias() = T(p.scale) * (Q * k.rows(j0, cols, D).transpose());
+    cpu::gemm_serial(false, true, rows, cols, D, T(p.scale), q.row(i0), q.row_stride, k.row(j0), k.row_stride, T(0),
+                     S.data(), kTile);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t seen = std::clamp<int64_t>(g.visible(i0 + r) - j0, 0, cols);
       // Key tiles run in order from 0 and row r sees key 0, so m(r) is finite after tile 0.
@@ -150,7 +153,7 @@ void forward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const
       dropout_tile<T>(g, p, bh, i0, j0, rows, cols, w.factors);
       S.array() *= w.factors.topLeftCorner(rows, cols).array();
     }
-    O.noalias() += S * v.rows(j0, cols, D);
+    cpu::gemm_serial(false, false, rows, D, cols, T(1), S.data(), kTile, v.row(j0), v.row_stride, T(1), O.data(), D);
   }
   out.rows_mut(i0, rows, D) = O.array().colwise() / l;
   for (int64_t r = 0; r < rows; ++r) lse[i0 + r] = m(r) + std::log(l(r));
@@ -186,28 +189,31 @@ template <typename T>
 void backward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const HeadGrads<T>& hg, int64_t i0,
                    int64_t rows, int64_t j0, int64_t cols, Workspace<T>& w) {
   const int64_t D = g.D;
-  const ConstRows<T> Q = hg.q.rows(i0, rows, D), K = hg.k.rows(j0, cols, D), dO = hg.gout.rows(i0, rows, D);
+  const T *Q = hg.q.row(i0), *K = hg.k.row(j0), *dO = hg.gout.row(i0);
+  const int64_t ldq = hg.q.row_stride, ldk = hg.k.row_stride, ldo = hg.gout.row_stride;
   auto P = w.scores.topLeftCorner(rows, cols);
-  P.noalias() = T(p.scale) * (Q * K.transpose());
+  cpu::gemm_serial(false, true, rows, cols, D, T(p.scale), Q, ldq, K, ldk, T(0), P.data(), kTile);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t seen = std::clamp<int64_t>(g.visible(i0 + r) - j0, 0, cols);
     P.row(r).head(seen) = (P.row(r).head(seen).array() - hg.lse[i0 + r]).exp().matrix();
     P.row(r).tail(cols - seen).setZero();
   }
   auto dP = w.grad_scores.topLeftCorner(rows, cols);
-  dP.noalias() = dO * hg.v.rows(j0, cols, D).transpose();
+  cpu::gemm_serial(false, true, rows, cols, D, T(1), dO, ldo, hg.v.row(j0), hg.v.row_stride, T(0), dP.data(), kTile);
+  const T* dropped_p = P.data();  // the probabilities after dropout, for gv
   if (p.dropout_p > 0.0) {
     dropout_tile<T>(g, p, bh, i0, j0, rows, cols, w.factors);
-    const auto F = w.factors.topLeftCorner(rows, cols);
-    w.acc_b.topRows(cols).noalias() += (P.array() * F.array()).matrix().transpose() * dO;
+    auto F = w.factors.topLeftCorner(rows, cols);
     dP.array() *= F.array();
-  } else {
-    w.acc_b.topRows(cols).noalias() += P.transpose() * dO;
+    F.array() *= P.array();
+    dropped_p = F.data();
   }
+  cpu::gemm_serial(true, false, cols, D, rows, T(1), dropped_p, kTile, dO, ldo, T(1), w.acc_b.data(), D);
   const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> delta(hg.delta + i0, rows);
   dP.array() = P.array() * (dP.array().colwise() - delta);  // dS, in dP's storage
-  hg.gq.rows_mut(i0, rows, D).noalias() += T(p.scale) * (dP * K);
-  w.acc_a.topRows(cols).noalias() += T(p.scale) * (dP.transpose() * Q);
+  cpu::gemm_serial(false, false, rows, D, cols, T(p.scale), dP.data(), kTile, K, ldk, T(1), hg.gq.row(i0),
+                   hg.gq.row_stride);
+  cpu::gemm_serial(true, false, cols, D, rows, T(p.scale), dP.data(), kTile, Q, ldq, T(1), w.acc_a.data(), D);
 }
 
 template <typename T>
@@ -254,6 +260,7 @@ void backward(const TensorView& qv, const TensorView& kv, const TensorView& vv, 
 void CpuBackend::attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                    const AttentionParams& p, const TensorView& out, const TensorView& lse) {
   cpu::dispatch_float(q.dtype, "attention_forward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a task
     forward<T>(q, k, v, p, out, lse);
   });
 }
@@ -263,6 +270,7 @@ void CpuBackend::attention_backward(const TensorView& q, const TensorView& k, co
                                     const AttentionParams& p, const TensorView& gq, const TensorView& gk,
                                     const TensorView& gv) {
   cpu::dispatch_float(q.dtype, "attention_backward", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
+    if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a task
     backward<T>(q, k, v, out, gout, lse, p, gq, gk, gv);
   });
 }

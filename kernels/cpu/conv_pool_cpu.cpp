@@ -1,5 +1,5 @@
-// conv2d (NCHW, groups = 1) as im2col + GEMM per image (float32: the packed GEMM of
-// kernels/cpu/gemm on one thread per image; float64: Eigen), and 2-D max/avg pooling.
+// conv2d (NCHW, groups = 1) as im2col + GEMM per image (kernels/cpu/gemm_serial.h on one thread
+// per image: the packed GEMM for float32, Eigen for float64), and 2-D max/avg pooling.
 // x [N,C,H,W], w [OC,C,KH,KW], y [N,OC,OH,OW], OH = (H + 2ph - dh(KH-1) - 1)/sh + 1.
 // Images are spread over the thread pool's tasks, each thread with its own column buffer; weight
 // gradients are summed per task and then across tasks in task order (deterministic for a fixed
@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/gemm/sgemm_packed.h"
+#include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/gemm_serial.h"
 
 namespace tandem {
 
@@ -84,19 +85,10 @@ T* column_buffer(int64_t elements) {
 }
 
 // C[m,n] = op(A) op(B) + beta C on the calling thread, all operands contiguous row-major
-// (A [m,k] or [k,m] when ta, B [k,n] or [n,k] when tb); beta is 0 or 1.
-void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
-                 float* c) {
-  cpu::sgemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, beta, c, n, nullptr, 1);
-}
-void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b, double beta,
-                 double* c) {
-  MapC<double> A(a, ta ? k : m, ta ? m : k), B(b, tb ? n : k, tb ? k : n);
-  MapM<double> C(c, m, n);
-  if (beta == 0.0) C.setZero();
-  if (ta) C.noalias() += A.transpose() * B;
-  else if (tb) C.noalias() += A * B.transpose();
-  else C.noalias() += A * B;
+// (A [m,k] or [k,m] when ta, B [k,n] or [n,k] when tb).
+template <typename T>
+void gemm_contiguous(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b, T beta, T* c) {
+  cpu::gemm_serial(ta, tb, m, n, k, T(1), a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
 }  // namespace
@@ -115,7 +107,7 @@ void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorVi
       for (int64_t n = n0; n < n1; ++n) {
         im2col(xp + n * g.C * g.H * g.W, g, p, col);
         MapM<T> Y(yp + n * g.OC * g.ohw(), g.OC, g.ohw());
-        gemm_serial(false, false, g.OC, g.ohw(), g.ck(), wp, col, T(0), Y.data());
+        gemm_contiguous(false, false, g.OC, g.ohw(), g.ck(), wp, col, T(0), Y.data());
         if (bp)
           for (int64_t o = 0; o < g.OC; ++o) Y.row(o).array() += bp[o];
       }
@@ -144,12 +136,12 @@ void CpuBackend::conv2d_backward(const TensorView& x, const TensorView& w, const
         MapC<T> GY(gyp + n * g.OC * g.ohw(), g.OC, g.ohw());
         if (gw) {
           im2col(xp + n * g.C * g.H * g.W, g, p, col);
-          gemm_serial(false, true, g.OC, g.ck(), g.ohw(), GY.data(), col, T(1), gw_part[size_t(t)].data());
+          gemm_contiguous(false, true, g.OC, g.ck(), g.ohw(), GY.data(), col, T(1), gw_part[size_t(t)].data());
         }
         if (gb)
           for (int64_t o = 0; o < g.OC; ++o) gb_part[size_t(t)][size_t(o)] += double(GY.row(o).sum());
         if (gx) {
-          gemm_serial(true, false, g.ck(), g.ohw(), g.OC, wp, GY.data(), T(0), col);
+          gemm_contiguous(true, false, g.ck(), g.ohw(), g.OC, wp, GY.data(), T(0), col);
           col2im(col, g, p, gx->ptr<T>() + n * g.C * g.H * g.W);
         }
       }

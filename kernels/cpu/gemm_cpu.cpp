@@ -10,20 +10,26 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm/sgemm_packed.h"
+#include "kernels/cpu/gemm_serial.h"
 
 namespace tandem {
 
 namespace {
 
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using StridedD = Eigen::Map<const RowMatD, 0, Eigen::OuterStride<>>;
 
-// Rows [r0, r1) of C = alpha * op(A) op(B) + beta * C in float64 through Eigen.
-void dgemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
-                double beta, double* c, int64_t r0, int64_t r1) {
-  // A stored [m,k] (or [k,m] when ta), B stored [k,n] (or [n,k] when tb).
-  Eigen::Map<const RowMatD> A(a, ta ? k : m, ta ? m : k);
-  Eigen::Map<const RowMatD> B(b, tb ? n : k, tb ? k : n);
-  auto C = Eigen::Map<RowMatD>(c, m, n).middleRows(r0, r1 - r0);
+// Rows [r0, r1) of C = alpha * op(A) op(B) + beta * C in float64 through Eigen, operands with
+// row strides (A stored [m,k] or [k,m] when ta, B stored [k,n] or [n,k] when tb).
+void dgemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double beta, double* c, int64_t ldc, int64_t r0, int64_t r1) {
+  StridedD A(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  StridedD B(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  auto C = Eigen::Map<RowMatD, 0, Eigen::OuterStride<>>(c, m, n, Eigen::OuterStride<>(ldc)).middleRows(r0, r1 - r0);
+  if (k == 0) {  // empty sum: C = beta * C
+    if (beta == 0.0) C.setZero(); else C *= beta;
+    return;
+  }
   auto run = [&](const auto& lhs, const auto& rhs) {
     if (beta == 0.0) {
       C.noalias() = alpha * (lhs * rhs);
@@ -40,16 +46,17 @@ void dgemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 
 void dgemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
                double beta, double* c) {
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   const int threads = cpu::max_threads();
   if (threads <= 1 || m * n * k < cpu::kSgemmParallelWork || m < 2 * threads || cpu::in_parallel_region()) {
-    dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, 0, m);
+    dgemm_rows(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n, 0, m);
     return;
   }
   // Bands of rows, multiples of 16 so Eigen's register blocks stay whole.
   const int64_t band = ((m + threads - 1) / threads + 15) / 16 * 16;
   cpu::parallel_tasks(threads, [&](int64_t t) {
     const int64_t r0 = std::min<int64_t>(m, band * t), r1 = std::min<int64_t>(m, r0 + band);
-    if (r1 > r0) dgemm_rows(ta, tb, m, n, k, alpha, a, b, beta, c, r0, r1);
+    if (r1 > r0) dgemm_rows(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n, r0, r1);
   });
 }
 
@@ -60,15 +67,20 @@ void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, c
 
 void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* b,
               double beta, double* c, int) {
-  if (k == 0) {  // empty sum: C = beta * C
-    Eigen::Map<RowMatD> C(c, m, n);
-    if (beta == 0) C.setZero(); else C *= beta;
-    return;
-  }
   dgemm_one(ta, tb, m, n, k, alpha, a, b, beta, c);
 }
 
 }  // namespace
+
+void cpu::gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr, 1);
+}
+
+void cpu::gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                      int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  dgemm_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0, m);
+}
 
 void CpuBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                       const void* a, int64_t stride_a, const void* b, int64_t stride_b, double beta, void* c,
