@@ -35,11 +35,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The ranks' MPI traffic stays on the cluster's links (their byte counters show it crossed).
-// In a sanitized build, srun's tasks need the full allocation stacks that mpirun's ranks get
-// (sanitizers/sanitizer_defaults.cpp recognises mpirun's OMPI_COMM_WORLD_SIZE, which srun does
-// not set), so that LeakSanitizer matches Open MPI's allocations to the suppressions.
-const std::string task_env = "env OMP_NUM_THREADS=1 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 "
-                             "ASAN_OPTIONS=allocator_may_return_null=1:fast_unwind_on_malloc=0 ";
+const std::string task_env = "env OMP_NUM_THREADS=1 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 ";
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
