@@ -64,6 +64,9 @@ class Accelerator {
   // True when the accelerator computes on the host CPU: there half precision is bfloat16 only
   // (16-mixed falls back to bf16-mixed) and float64 training is allowed.
   virtual bool computes_on_host() const { return false; }
+  // True when a cluster scheduler allocates these devices as GPUs (Slurm's --gpus-per-node,
+  // --gpus-per-task, SLURM_GPUS_ON_NODE), so the allocation is checked against the flags.
+  virtual bool allocated_as_gpus() const { return false; }
 
   // One line saying why the accelerator is (un)available, for the "auto" log line and errors:
   // e.g. "2 CUDA devices visible" or "Tandem was built without CUDA".

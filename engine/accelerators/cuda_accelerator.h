@@ -42,6 +42,7 @@ void refuse_training_when_simulating(const std::string& what);
 class CUDAAccelerator : public Accelerator {
  public:
   std::string name() const override { return "cuda"; }
+  bool allocated_as_gpus() const override { return true; }
   std::vector<int> parse_devices(const DevicesSpec& devices) const override;
   int auto_device_count() const override { return cuda_device_count(); }
   bool is_available() const override { return cuda_device_count() > 0; }

@@ -107,6 +107,11 @@ std::optional<SlurmJob> slurm_job(const EnvLookup& env) {
   } else if (job_tasks) {
     job.tasks_per_node = equal_tasks_counted(*job_tasks);
   }
+  job.gpus_on_node = read_int(env, "SLURM_GPUS_ON_NODE", -1);
+  if (const auto per_task = env("SLURM_GPUS_PER_TASK")) {
+    const std::string count = per_task->substr(per_task->rfind(':') + 1);  // "a100:2" -> "2"
+    if (!parse_int_strict(count, &job.gpus_per_task)) job.gpus_per_task = -1;
+  }
   return job;
 }
 
@@ -195,6 +200,26 @@ std::string describe_flags(const RequestedProcesses& r) {
   return out + " (strategy=" + r.strategy + ": " + counted(r.processes_per_node, "process") + " per node)";
 }
 
+// The GPUs of an srun step against --trainer.devices (GPUs per node, each process driving
+// the node's device of its local rank, or all of them for dp/ddp2).
+void check_slurm_gpus(const std::string& job_name, const SlurmJob& job, const RequestedProcesses& r) {
+  if (!r.on_gpus) return;
+  const std::string flags = describe_flags(r);
+  if (job.gpus_on_node >= 0 && job.gpus_on_node < r.devices) {
+    throw ConfigError(job_name + " holds " + counted(job.gpus_on_node, "GPU") + " on this node (SLURM_GPUS_ON_NODE), but " +
+                      flags + " uses " + counted(r.devices, "GPU") + " per node; pass --trainer.devices=" +
+                      std::to_string(job.gpus_on_node) + ", or ask Slurm for #SBATCH --gpus-per-node=" +
+                      std::to_string(r.devices));
+  }
+  if (job.gpus_per_task >= 0 && job.gpus_per_task < r.devices) {
+    throw ConfigError(job_name + " gives each task " + counted(job.gpus_per_task, "GPU") +
+                      " of its own (--gpus-per-task, SLURM_GPUS_PER_TASK), but " + flags +
+                      " has each node's processes share the node's " + counted(r.devices, "GPU") +
+                      " (process k drives device k), so every task must see them all; ask Slurm for #SBATCH "
+                      "--gpus-per-node=" + std::to_string(r.devices) + " instead of --gpus-per-task");
+  }
+}
+
 }  // namespace
 
 void check_slurm_allocation(const ClusterEnvironment& c, const RequestedProcesses& r) {
@@ -229,7 +254,10 @@ void check_slurm_allocation(const ClusterEnvironment& c, const RequestedProcesse
     if (r.processes_per_node == r.devices) fixes_flags.push_back("--trainer.devices=" + std::to_string(job.tasks_per_node));
     fixes_sbatch.push_back("--ntasks-per-node=" + std::to_string(r.processes_per_node));
   }
-  if (fixes_sbatch.empty()) return;
+  if (fixes_sbatch.empty()) {
+    check_slurm_gpus(job_name, job, r);
+    return;
+  }
   const auto joined = [](const std::vector<std::string>& items) {
     std::string out;
     for (const auto& item : items) out += (out.empty() ? "" : " ") + item;

@@ -42,6 +42,8 @@ struct SlurmJob {
   int tasks = -1;            // SLURM_STEP_NUM_TASKS under srun, else SLURM_NTASKS; -1 when unset
   bool in_step = false;      // started by srun (SLURM_STEP_ID set), not by the batch script itself
   std::string mpi_type;      // srun's --mpi (SLURM_MPI_TYPE), "unset" when not exported
+  int gpus_on_node = -1;     // SLURM_GPUS_ON_NODE: GPUs the job holds on this node; -1 when unset
+  int gpus_per_task = -1;    // SLURM_GPUS_PER_TASK ("2" or "a100:2"); -1 when unset
 };
 
 struct ClusterEnvironment {
@@ -73,11 +75,15 @@ struct RequestedProcesses {
   int devices = 1;             // devices per node
   int processes_per_node = 1;  // devices, or 1 for a strategy driving all of them (dp, ddp2)
   std::string strategy;
+  bool on_gpus = false;        // the devices are GPUs (accelerator cuda), which Slurm allocates
 };
 
 // ConfigError when a Slurm job cannot run the processes the flags ask for: started by the
-// batch script instead of srun while the job or the flags have several processes, or a step
-// whose node count or tasks per node differ from num_nodes x processes_per_node. The message
+// batch script instead of srun while the job or the flags have several processes, a step
+// whose node count or tasks per node differ from num_nodes x processes_per_node, or (on GPUs)
+// fewer GPUs on the node than --trainer.devices, or --gpus-per-task giving each task fewer
+// GPUs than the node's devices (Tandem's process k of a node drives the node's device k, so
+// every task must see them all: --gpus-per-node, not --gpus-per-task). The message
 // names the Slurm values, the flags' values, and what to change on either side. Nothing to
 // check outside Slurm, or under mpirun inside an allocation (the openmpi environment).
 void check_slurm_allocation(const ClusterEnvironment& cluster, const RequestedProcesses& requested);

@@ -40,9 +40,10 @@ std::string launch_command(const ExecutionPlan& plan, const std::string& program
 
 // Under a launcher, the launcher decides how many processes exist; they must be exactly the
 // processes the flags ask for, or ranks would wait forever for peers that never come.
-void check_against_launcher(ExecutionPlan& plan) {
+void check_against_launcher(ExecutionPlan& plan, bool on_gpus) {
   const ClusterEnvironment& c = plan.cluster;
-  check_slurm_allocation(c, {plan.num_nodes, static_cast<int>(plan.devices.size()), plan.processes_per_node, plan.strategy});
+  check_slurm_allocation(c, {plan.num_nodes, static_cast<int>(plan.devices.size()), plan.processes_per_node, plan.strategy,
+                             on_gpus});
   if (c.world_size < 0) {
     plan.notes.push_back("the " + c.name + " launcher does not export the world size; it is "
                          "checked against devices x num_nodes when MPI starts");
@@ -127,7 +128,7 @@ ExecutionPlan plan_execution(const HardwareOptions& options, const std::string& 
   st.strategy->validate_precision(plan.precision);
 
   if (plan.cluster.launched()) {
-    check_against_launcher(plan);
+    check_against_launcher(plan, acc.accelerator->allocated_as_gpus());
   } else if (plan.world_size > 1) {
     plan.launch = st.strategy->launch_kind() == LaunchKind::Spawn
                       ? program + " (rank 0; it spawns the other " + std::to_string(plan.world_size - 1) +

@@ -124,6 +124,38 @@ TEST(SlurmAllocation, NodesAndDevicesThatDisagreeNameBothSides) {
                              "one task per node for strategy=ddp2"});
 }
 
+// GPUs: Tandem's process k of a node drives the node's device k, so the node must hold
+// --trainer.devices GPUs and every task must see them all (--gpus-per-node, not --gpus-per-task).
+TEST(SlurmAllocation, GpusOnTheNodeAndPerTaskMustCoverTheDevices) {
+  Vars v = srun_task(1, 2, 1);
+  v["SLURM_GPUS_ON_NODE"] = "1";
+  const auto check = [&](const tandem::RequestedProcesses& r) {
+    tandem::check_slurm_allocation(tandem::detect_cluster_environment(env_of(v)), r);
+  };
+  const tandem::RequestedProcesses ddp_gpus{1, 2, 2, "ddp", true};
+  expect_error<ConfigError>([&] { check(ddp_gpus); },
+                            {"Slurm job 41 holds 1 GPU on this node (SLURM_GPUS_ON_NODE)",
+                             "--trainer.num_nodes=1 --trainer.devices=2 (2 processes per node) uses 2 GPUs per node",
+                             "pass --trainer.devices=1", "#SBATCH --gpus-per-node=2"});
+  EXPECT_NO_THROW(check({1, 2, 2, "ddp", false})) << "CPU devices are not Slurm's GPUs";
+  v["SLURM_GPUS_ON_NODE"] = "2";
+  EXPECT_NO_THROW(check(ddp_gpus));
+  v["SLURM_GPUS_PER_TASK"] = "1";
+  expect_error<ConfigError>([&] { check(ddp_gpus); },
+                            {"gives each task 1 GPU of its own (--gpus-per-task, SLURM_GPUS_PER_TASK)",
+                             "share the node's 2 GPUs", "#SBATCH --gpus-per-node=2 instead of --gpus-per-task"});
+  v["SLURM_GPUS_PER_TASK"] = "h100:2";  // typed: the count after the colon
+  EXPECT_EQ(tandem::detect_cluster_environment(env_of(v)).slurm->gpus_per_task, 2);
+  EXPECT_NO_THROW(check(ddp_gpus));
+  // ddp2: one task per node drives both GPUs, so it needs both.
+  v = srun_task(1, 1, 0);
+  v["SLURM_GPUS_PER_TASK"] = "1";
+  expect_error<ConfigError>([&] { check({1, 2, 1, "ddp2", true}); },
+                            {"(strategy=ddp2: 1 process per node)", "--gpus-per-node=2"});
+  v["SLURM_GPUS_PER_TASK"] = "2";
+  EXPECT_NO_THROW(check({1, 2, 1, "ddp2", true}));
+}
+
 TEST(SlurmAllocation, BatchScriptWithoutSrunSaysToUseSrun) {
   expect_error<ConfigError>([] { cpu_plan(2, 1, batch_script(2, 1)); },
                             {"batch script of Slurm job 41", "SLURM_STEP_ID is unset",
