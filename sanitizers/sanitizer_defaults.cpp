@@ -10,13 +10,7 @@
 // allocator_may_return_null=1: malloc and aligned_alloc return null when they cannot allocate,
 // as glibc's do, so the engine's own "out of host memory" error is what a test sees (a throwing
 // operator new still ends the process with a report).
-// intercept_tls_get_addr=0: the runtime does not keep its own list of dynamic TLS blocks. With
-// it, test_ddp at 4 ranks ended with LeakSanitizer's tracer crashing ("Tracer caught signal 11")
-// on a garbage entry of that list ("DTLS 7 at 0x000000000d50-0x000400001e52", verbosity=1). The
-// blocks are still scanned: glibc mallocs them and the thread's DTV, reachable from its TLS.
-TANDEM_SANITIZER_HOOK const char* __asan_default_options() {
-  return "allocator_may_return_null=1:intercept_tls_get_addr=0";
-}
+TANDEM_SANITIZER_HOOK const char* __asan_default_options() { return "allocator_may_return_null=1"; }
 
 // dlclose() leaves the library mapped. Open MPI keeps what its components allocate past
 // MPI_Finalize and then unloads the components (mca_*.so); at exit LeakSanitizer would find
