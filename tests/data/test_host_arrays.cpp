@@ -49,7 +49,7 @@ struct HostData {
 };
 
 // Every example an epoch of `loader` yields, by its target; checks each row matches its target.
-std::vector<int64_t> epoch_targets(DataLoader& loader, int64_t epoch) {
+std::vector<int64_t> targets_seen_in_epoch(DataLoader& loader, int64_t epoch) {
   std::vector<int64_t> seen;
   loader.start_epoch(epoch);
   while (auto b = loader.next()) {
@@ -80,7 +80,7 @@ TEST(HostArrayDataModule, ViewsTheArraysAndSplitsTrainAndValidation) {
   ASSERT_TRUE(train && val);
   EXPECT_EQ(train->num_batches(), 5);  // 18 examples in batches of 4
   EXPECT_EQ(val->num_batches(), 2);
-  std::vector<int64_t> t0 = epoch_targets(*train, 0), t1 = epoch_targets(*train, 1), v = epoch_targets(*val, 0);
+  std::vector<int64_t> t0 = targets_seen_in_epoch(*train, 0), t1 = targets_seen_in_epoch(*train, 1), v = targets_seen_in_epoch(*val, 0);
   EXPECT_EQ(t0.size(), 18u);
   EXPECT_EQ(v.size(), 5u);
   EXPECT_NE(t0, t1);  // shuffled per epoch
@@ -100,7 +100,7 @@ TEST(HostArrayDataModule, WithoutValidationAndShufflingKeepsTheHostsOrder) {
   HostArrayDataModule dm(host.arrays(), o);
   EXPECT_EQ(dm.val_dataloader(), nullptr);
   auto train = dm.train_dataloader();
-  EXPECT_EQ(epoch_targets(*train, 0), (std::vector<int64_t>{1000, 1001, 1002, 1003, 1004, 1005}));
+  EXPECT_EQ(targets_seen_in_epoch(*train, 0), (std::vector<int64_t>{1000, 1001, 1002, 1003, 1004, 1005}));
 }
 
 TEST(HostArrayDataModule, BadInputIsAConfigErrorNamingIt) {

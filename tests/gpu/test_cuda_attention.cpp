@@ -20,12 +20,11 @@
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
+#include "cuda_family_test_util.h"
 #include "gpu_test_skip.h"
 
 namespace tandem::testing {
 namespace {
-
-const Device kGpu = Device::cuda(0);
 
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, DType dtype) {
   std::normal_distribution<double> nd(0.0, 1.0);

@@ -9,6 +9,9 @@
 #include "engine/core/error.h"
 #include "engine/optim/adam.h"
 #include "optim_test_util.h"
+#include "expect_near_all.h"
+
+using tandem::testing::expect_near_all;
 
 using namespace tandem;
 using namespace tandem::optim;
@@ -28,11 +31,6 @@ std::vector<double> run(Options o) {
     out.push_back(p.item());
   }
   return out;
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "step " << i + 1;
 }
 
 }  // namespace

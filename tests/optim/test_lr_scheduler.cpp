@@ -9,6 +9,9 @@
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/sgd.h"
 #include "optim_test_util.h"
+#include "expect_near_all.h"
+
+using tandem::testing::expect_near_all;
 
 using namespace tandem;
 using namespace tandem::optim;
@@ -25,11 +28,6 @@ std::vector<double> trace(Optimizer& opt, LRScheduler& s, int n) {
     out.push_back(opt.param_groups()[0].lr());
   }
   return out;
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "epoch " << i;
 }
 
 double cosine(double base, double eta_min, double e, double T) {

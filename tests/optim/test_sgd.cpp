@@ -10,6 +10,9 @@
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"
 #include "optim_test_util.h"
+#include "expect_near_all.h"
+
+using tandem::testing::expect_near_all;
 
 using namespace tandem;
 using namespace tandem::optim;
@@ -30,11 +33,6 @@ std::vector<double> three_steps(SGDOptions o) {
     out.push_back(p.item());
   }
   return out;
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "index " << i;
 }
 
 // The documented algorithm, one scalar at a time.

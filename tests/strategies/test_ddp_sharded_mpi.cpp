@@ -17,37 +17,19 @@
 #include "collectives/mpi/host_comm.h"
 #include "engine/strategies/ddp_sharded_strategy.h"
 #include "mpi_test_world.h"
+#include "shared_dir.h"
 #include "trainer_test_util.h"
 
 namespace tandem::trainer {
 namespace {
 
 using collectives::mpitest::g_world;
+using testing::SharedDir;
 using testing::SyntheticDataModule;
 using testing::TinyClassifier;
 using testing::max_relative_difference;
 
 constexpr int64_t kParams = 131;  // 4x16 + 16 + 16x3 + 3
-
-// One directory per job shared by its ranks (rank 0's pid names it), on `comm`.
-struct SharedDir {
-  explicit SharedDir(collectives::Communicator& comm, const std::string& tag) : comm(comm) {
-    Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
-    comm.broadcast(pid, 0);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = (std::filesystem::temp_directory_path() /
-            ("tandem_sharded_" + std::string(info->name()) + "_" + tag + "_" + std::to_string(int64_t(pid.item()))))
-               .string();
-    if (comm.rank() == 0) std::filesystem::create_directories(path);
-    comm.barrier();
-  }
-  ~SharedDir() {
-    comm.barrier();
-    if (comm.rank() == 0) std::filesystem::remove_all(path);
-  }
-  collectives::Communicator& comm;
-  std::string path;
-};
 
 // TinyClassifier with SGD (momentum, weight decay) over two groups: the first layer at lr 0.05,
 // the second at 0.1 with weight decay 0.01.

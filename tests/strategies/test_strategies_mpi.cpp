@@ -14,34 +14,17 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/strategies/data_parallel_strategy.h"
 #include "mpi_test_world.h"
+#include "shared_dir.h"
 #include "trainer_test_util.h"
 
 namespace tandem::trainer {
 namespace {
 
 using collectives::mpitest::g_world;
+using testing::SharedDir;
 using testing::SyntheticDataModule;
 using testing::TinyClassifier;
 using testing::max_relative_difference;
-
-// One directory per job shared by its ranks (rank 0's pid names it).
-struct SharedDir {
-  SharedDir() {
-    Tensor pid = Tensor::scalar(double(getpid()), DType::Int64);
-    g_world->broadcast(pid, 0);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = (std::filesystem::temp_directory_path() /
-            ("tandem_strategies_" + std::string(info->name()) + "_" + std::to_string(int64_t(pid.item()))))
-               .string();
-    if (g_world->rank() == 0) std::filesystem::create_directories(path);
-    g_world->barrier();
-  }
-  ~SharedDir() {
-    g_world->barrier();
-    if (g_world->rank() == 0) std::filesystem::remove_all(path);
-  }
-  std::string path;
-};
 
 // mpirun puts every rank on this one host; ddp2 runs one process per node, so each rank is
 // made a node of its own for the test (Open MPI's node = rank / local size).
@@ -64,7 +47,7 @@ struct Case {
 };
 
 std::vector<float> fit_weights(const Case& c, const std::string& strategy, int devices, int num_nodes) {
-  SharedDir dir;
+  SharedDir dir(*g_world, "strategies");
   SyntheticDataModule dm(c.n_train, 16, c.batch);
   manual_seed(42);
   TinyClassifier model(0.05, 0.0);
@@ -145,7 +128,7 @@ TEST(DDP2Equivalence, NodesTimesTwoDevicesEqualOneDeviceAtTheJobsBatch) {
 
 TEST(DDP2Trainer, OneProcessPerNodeSplittingItsBatchOverItsDevices) {
   OneRankPerNode nodes;
-  SharedDir dir;
+  SharedDir dir(*g_world, "strategies");
   TrainerOptions o = testing::quiet_options(dir.path);
   o.strategy = "ddp2";
   o.devices = 2;
@@ -162,7 +145,7 @@ TEST(DDP2Trainer, OneProcessPerNodeSplittingItsBatchOverItsDevices) {
 
 TEST(DDP2Traffic, EachStepAllreducesEveryParametersGradientAcrossNodes) {
   OneRankPerNode nodes;
-  SharedDir dir;
+  SharedDir dir(*g_world, "strategies");
   const int W = g_world->size(), R = g_world->rank();
   SyntheticDataModule dm(37, 16, 4);
   manual_seed(42);
@@ -207,7 +190,7 @@ class ConflictingDataModule : public SyntheticDataModule {
 // same model and datamodule), so every rank must stop with the ConfigError at once instead of
 // the others waiting in their first collective for the 60 s timeout set here.
 TEST(FailFast, AHyperParameterConflictStopsEveryRankWithinSeconds) {
-  SharedDir dir;
+  SharedDir dir(*g_world, "strategies");
   manual_seed(42);
   TinyClassifier model(0.05, 0.0);
   model.hparams = {{"lr", 0.05}};
