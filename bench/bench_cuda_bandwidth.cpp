@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"

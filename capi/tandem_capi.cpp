@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "apps/tandem/run_config.h"
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/config/config_args.h"
-#include "engine/core/error.h"
 #include "engine/data/host_array_data_module.h"
 #include "engine/tensor/generator.h"
 #include "engine/trainer/checkpoint.h"

@@ -9,7 +9,7 @@
 #
 # A layer may use its own files and those of every layer its DEPENDS reach, directly or through
 # each other; a layer may only depend on layers listed before it, so there are no cycles. A PATHS
-# entry is a folder (everything under it) or a file stem ("engine/tensor/dtype": dtype.h and
+# entry is a folder (everything under it) or a file stem ("base/dtype": dtype.h and
 # dtype.cpp); a file belongs to the layer of its longest matching entry. New files land in the
 # layer of their folder without edits here.
 #
@@ -30,7 +30,7 @@ endmacro()
 
 # base: errors and the value types every layer speaks (DType, Device, the Philox generator's
 # arithmetic), which the kernels need without the Tensor above them.
-tandem_layer(base PATHS engine/core engine/tensor/dtype engine/tensor/device engine/tensor/philox)
+tandem_layer(base PATHS base)
 # kernels: the Backend interface, the CPU reference and the CUDA backend; no tensors, no autograd.
 tandem_layer(kernels DEPENDS base PATHS kernels)
 # tensor: Tensor, autograd and the ops, one knot: Tensor's methods are ops, every op records its
@@ -50,7 +50,7 @@ tandem_layer(models DEPENDS trainer PATHS models)
 
 # The folders of the library (the layers' sources live under them) and those above it, which
 # no layer may include: the library knows no CLI.
-set(TANDEM_LIBRARY_FOLDERS engine kernels collectives models)
+set(TANDEM_LIBRARY_FOLDERS base kernels engine collectives models)
 set(TANDEM_ABOVE_LIBRARY_FOLDERS apps capi)
 
 # tandem_layer_of(<path relative to the source root> <out var>): the layer owning the file, or

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/tensor/device.h"
+#include "base/device.h"
 #include "kernels/tensor_view.h"
 
 namespace tandem {

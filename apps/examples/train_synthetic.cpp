@@ -10,8 +10,8 @@
 #include <iostream>
 #include <string>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/nn/nn.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/adam.h"

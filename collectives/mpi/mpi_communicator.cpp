@@ -5,13 +5,13 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "collectives/mpi_cuda_aware.h"
 #include "collectives/mpi/half_reduce_ops.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_work.h"
+#include "collectives/mpi_cuda_aware.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "kernels/backend.h"
 
 namespace tandem::collectives {

@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
+#include "base/error.h"
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

@@ -5,9 +5,9 @@
 #include <queue>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem::autograd {

@@ -2,8 +2,8 @@
 
 #include <atomic>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem {

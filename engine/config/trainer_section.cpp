@@ -1,8 +1,8 @@
 #include "engine/config/trainer_section.h"
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
 #include "engine/config/config_args.h"
-#include "engine/core/error.h"
 #include "engine/trainer/trainer_option_table.h"
 
 namespace tandem {

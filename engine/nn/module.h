@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/state_dict.h"
 #include "engine/tensor/tensor.h"
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/tensor/tensor.h"
 
 namespace tandem {

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "kernels/backend.h"
 

@@ -3,8 +3,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 
 namespace tandem::optim {
 

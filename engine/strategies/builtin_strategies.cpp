@@ -1,6 +1,6 @@
 // The registry of built-in strategies and the `strategy=` resolution. Each name maps to the
 // one class that plans, launches and trains it.
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/data_parallel_strategy.h"
 #include "engine/strategies/ddp2_strategy.h"

@@ -4,8 +4,8 @@
 #include <map>
 #include <thread>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"

@@ -1,7 +1,7 @@
 #include "engine/strategies/ddp2_strategy.h"
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/strategies/collective_values.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/strategies/execution_plan.h"

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 

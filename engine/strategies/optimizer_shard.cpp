@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"

@@ -34,9 +34,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/named_registry.h"
 #include "collectives/communicator_factory.h"
 #include "engine/accelerators/accelerator.h"
-#include "engine/accelerators/named_registry.h"
 #include "engine/accelerators/precision.h"
 #include "engine/data/batch.h"
 #include "engine/optim/optimizer.h"

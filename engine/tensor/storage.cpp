@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/backend.h"
 #include "kernels/pinned_host.h"
 

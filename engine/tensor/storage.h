@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/tensor/device.h"
+#include "base/device.h"
 
 namespace tandem {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tensor/device.h"
-#include "engine/tensor/dtype.h"
+#include "base/device.h"
+#include "base/dtype.h"
 #include "engine/tensor/storage.h"
 #include "kernels/tensor_view.h"
 

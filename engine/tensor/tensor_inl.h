@@ -3,7 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

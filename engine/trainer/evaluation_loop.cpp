@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/trainer/trainer.h"

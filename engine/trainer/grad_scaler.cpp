@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem::trainer {

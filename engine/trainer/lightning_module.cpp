@@ -1,6 +1,6 @@
 #include "engine/trainer/lightning_module.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {

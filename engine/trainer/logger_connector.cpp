@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/strategy.h"
 
 namespace tandem::trainer {

@@ -2,17 +2,17 @@
 // accelerator registered by a user program.
 #include <gtest/gtest.h>
 
+#include "apps/examples/xpu/xpu_accelerator.h"
+#include "base/error.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/precision.h"
-#include "engine/core/error.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/strategy.h"
-#include "tests/accelerators/expect_error.h"
 #include "kernels/cuda/device_query.h"
+#include "tests/accelerators/expect_error.h"
 #include "tests/accelerators/scoped_env.h"
-#include "apps/examples/xpu/xpu_accelerator.h"
 
 using tandem::ConfigError;
 

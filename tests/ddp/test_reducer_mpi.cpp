@@ -4,8 +4,8 @@
 // a different order on different ranks, and the different-models error.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/reducer.h"
 #include "mpi_test_world.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"

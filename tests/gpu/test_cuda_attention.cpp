@@ -16,7 +16,7 @@
 #include <random>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"

@@ -9,7 +9,7 @@
 #include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem::testing::gemm_conv {

@@ -10,10 +10,10 @@
 
 #include <cmath>
 
-#include "gpu_test_skip.h"
 #include "../trainer/trainer_test_util.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
+#include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/step_graph.h"
 #include "tests/accelerators/expect_error.h"

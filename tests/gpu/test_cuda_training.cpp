@@ -7,12 +7,12 @@
 #include <cmath>
 #include <random>
 
-#include "gpu_test_skip.h"
 #include "../trainer/trainer_test_util.h"
+#include "base/error.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
+#include "gpu_test_skip.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
 

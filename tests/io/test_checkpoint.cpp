@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/safetensors_format.h"
 #include "engine/nn/nn.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/ops/ops.h"
 

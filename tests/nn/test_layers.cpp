@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"

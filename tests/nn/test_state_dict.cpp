@@ -1,7 +1,7 @@
 // state_dict names and shapes as PyTorch names them, round trips, and every load error.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/tensor/generator.h"
 

@@ -1,7 +1,7 @@
 // Every op error path: a typed exception whose message names what was wrong.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/host_checks.h"
 #include "engine/ops/ops.h"
 

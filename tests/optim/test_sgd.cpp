@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"

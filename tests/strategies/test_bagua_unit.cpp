@@ -17,9 +17,9 @@
 #include <random>
 #include <set>
 
+#include "base/error.h"
 #include "engine/config/config_args.h"
 #include "engine/config/trainer_section.h"
-#include "engine/core/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/bagua/compressed_average.h"

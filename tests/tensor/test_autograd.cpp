@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem {

@@ -3,7 +3,7 @@
 // ordinary host memory; tests/gpu/test_cuda_pinned.cpp covers the page-locked case.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
 #include "kernels/cuda/device_query.h"
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "base/philox.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"
-#include "engine/tensor/philox.h"
 #include "kernels/backend.h"
 
 namespace tandem {

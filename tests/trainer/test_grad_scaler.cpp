@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/ops.h"
 #include "engine/trainer/grad_scaler.h"

@@ -7,7 +7,7 @@
 // parameter) shows up as storages that outlive their round.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/storage.h"
 #include "trainer_test_util.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/strategy.h"
 

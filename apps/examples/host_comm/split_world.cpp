@@ -24,8 +24,8 @@
 
 #include <stdlib.h>  // mkdtemp
 
+#include "base/error.h"
 #include "collectives/mpi/host_comm.h"
-#include "engine/core/error.h"
 #include "engine/data/host_array_data_module.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/generator.h"

@@ -1,5 +1,5 @@
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/bagua/algorithms.h"
 

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

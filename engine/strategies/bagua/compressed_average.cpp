@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
 

@@ -1,7 +1,7 @@
 #include "engine/strategies/bagua/min_max_uint8.h"
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "kernels/backend.h"
 #include "kernels/min_max_uint8_layout.h"
 

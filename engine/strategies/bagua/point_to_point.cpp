@@ -1,7 +1,7 @@
 #include "engine/strategies/bagua/point_to_point.h"
 
+#include "base/error.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/ops/ops.h"
 
 namespace tandem::bagua {

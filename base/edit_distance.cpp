@@ -1,4 +1,4 @@
-#include "engine/config/edit_distance.h"
+#include "base/edit_distance.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,6 +1,6 @@
-#include "engine/tensor/dtype.h"
+#include "base/dtype.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

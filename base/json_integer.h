@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

@@ -1,6 +1,6 @@
-#include "engine/tensor/device.h"
+#include "base/device.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 
