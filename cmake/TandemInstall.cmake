@@ -30,7 +30,7 @@ install(TARGETS tandem ${TANDEM_LAYER_TARGETS} tandem_cli_lib tandem_c EXPORT ta
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir base engine kernels collectives models capi)
+foreach(dir base kernels tensor collectives engine models capi)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.def")
 endforeach()

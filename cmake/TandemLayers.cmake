@@ -35,7 +35,7 @@ tandem_layer(base PATHS base)
 tandem_layer(kernels DEPENDS base PATHS kernels)
 # tensor: Tensor, autograd and the ops, one knot: Tensor's methods are ops, every op records its
 # backward, and the autograd engine accumulates gradients with ops.
-tandem_layer(tensor DEPENDS kernels PATHS engine/tensor engine/autograd engine/ops)
+tandem_layer(tensor DEPENDS kernels PATHS tensor)
 tandem_layer(nn DEPENDS tensor PATHS engine/nn engine/optim)
 tandem_layer(io DEPENDS tensor PATHS engine/io)
 tandem_layer(data DEPENDS tensor PATHS engine/data)
@@ -50,7 +50,7 @@ tandem_layer(models DEPENDS trainer PATHS models)
 
 # The folders of the library (the layers' sources live under them) and those above it, which
 # no layer may include: the library knows no CLI.
-set(TANDEM_LIBRARY_FOLDERS base kernels engine collectives models)
+set(TANDEM_LIBRARY_FOLDERS base kernels tensor collectives engine models)
 set(TANDEM_ABOVE_LIBRARY_FOLDERS apps capi)
 
 # tandem_layer_of(<path relative to the source root> <out var>): the layer owning the file, or

@@ -2,7 +2,7 @@
 
 #include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "engine/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::collectives {
 

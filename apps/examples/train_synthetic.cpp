@@ -11,11 +11,11 @@
 #include <string>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

@@ -11,8 +11,8 @@
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_work.h"
 #include "collectives/mpi_cuda_aware.h"
-#include "engine/autograd/grad_mode.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::collectives {
 

@@ -15,7 +15,7 @@
 
 #include "base/error.h"
 #include "engine/nn/state_dict.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::nn {
 

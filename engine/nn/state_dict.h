@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

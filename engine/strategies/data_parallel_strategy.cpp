@@ -5,11 +5,11 @@
 #include <thread>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

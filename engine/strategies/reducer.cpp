@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

@@ -5,11 +5,11 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/trainer/cuda_graph_step.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/host_checks.h"
 #include "kernels/cuda/step_graph.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/host_checks.h"
 
 namespace tandem::trainer {
 

@@ -27,8 +27,8 @@
 #include <string>
 
 #include "engine/data/batch.h"
-#include "engine/tensor/tensor.h"
 #include "engine/trainer/logger_connector.h"
+#include "tensor/tensor.h"
 
 namespace tandem::cuda { class StepGraph; }
 

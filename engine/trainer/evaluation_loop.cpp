@@ -4,10 +4,10 @@
 #include <cstdio>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::trainer {
 

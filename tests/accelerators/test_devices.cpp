@@ -9,7 +9,7 @@
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 #include "tests/accelerators/expect_error.h"
 #include "tests/accelerators/scoped_env.h"
 

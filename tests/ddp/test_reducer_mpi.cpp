@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
 #include "engine/strategies/reducer.h"
 #include "mpi_test_world.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

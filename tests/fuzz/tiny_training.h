@@ -11,13 +11,13 @@
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/early_stopping.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::fuzz {
 

@@ -17,10 +17,10 @@
 #include <string>
 
 #include "base/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "gpu_test_skip.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 namespace {

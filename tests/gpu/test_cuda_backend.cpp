@@ -8,9 +8,9 @@
 #include "../ops/op_harness.h"
 #include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 namespace {

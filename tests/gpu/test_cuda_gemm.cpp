@@ -10,7 +10,7 @@
 #include "gemm_conv_test_util.h"
 
 #include "base/error.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing::gemm_conv {
 namespace {

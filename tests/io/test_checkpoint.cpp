@@ -11,9 +11,9 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/sgd.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/checkpoint.h"
 #include "io_test_util.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 using tandem::test::expect_error;

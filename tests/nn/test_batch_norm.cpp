@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::nn;

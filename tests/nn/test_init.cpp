@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 using namespace tandem::nn;

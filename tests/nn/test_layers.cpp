@@ -5,8 +5,8 @@
 
 #include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::nn;

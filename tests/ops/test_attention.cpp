@@ -9,10 +9,10 @@
 
 #include "base/error.h"
 #include "base/philox.h"
-#include "engine/ops/autocast.h"
-#include "engine/tensor/generator.h"
 #include "kernels/cpu/thread_pool.h"
 #include "op_harness.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
 
 namespace tandem::testing {
 namespace {

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "engine/ops/host_checks.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/host_checks.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

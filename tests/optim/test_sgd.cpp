@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"
 #include "optim_test_util.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::optim;

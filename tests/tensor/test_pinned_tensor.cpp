@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "engine/ops/ops.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

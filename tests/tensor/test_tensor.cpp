@@ -7,9 +7,9 @@
 
 #include "base/error.h"
 #include "base/philox.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "kernels/backend.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

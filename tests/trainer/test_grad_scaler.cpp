@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "base/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
 #include "engine/trainer/grad_scaler.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::trainer {
 namespace {

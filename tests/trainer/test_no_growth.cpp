@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/storage.h"
+#include "tensor/ops/ops.h"
+#include "tensor/storage.h"
 #include "trainer_test_util.h"
 
 namespace tandem::trainer {

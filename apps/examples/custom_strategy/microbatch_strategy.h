@@ -11,8 +11,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "engine/ops/ops.h"
 #include "engine/strategies/strategy.h"
+#include "tensor/ops/ops.h"
 
 namespace microbatch_example {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::bagua {
 

@@ -1,7 +1,7 @@
 // dropout (a Philox mask, the same on every backend) and embedding (gather forward, scatter-add
 // backward). Each backward sits under its forward.
-#include "engine/ops/op_utils.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

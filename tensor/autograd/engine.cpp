@@ -6,9 +6,9 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/node.h"
-#include "engine/ops/ops.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::autograd {
 

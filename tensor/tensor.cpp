@@ -1,15 +1,15 @@
 // Tensor basics: factories, metadata, conversions, copies and autograd entry points.
 // Views live in views.cpp.
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <atomic>
 #include <sstream>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/node.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

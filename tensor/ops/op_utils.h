@@ -1,13 +1,13 @@
-// Shared checks and helpers for op front ends (internal to engine/ops).
+// Shared checks and helpers for op front ends (internal to tensor/ops).
 #pragma once
 #include <string>
 #include <vector>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/node.h"
-#include "engine/ops/ops.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::ops {
 

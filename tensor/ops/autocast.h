@@ -19,7 +19,7 @@
 #include <optional>
 #include <utility>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::autocast {
 

@@ -2,8 +2,8 @@
 // maximum, minimum), comparisons, where and masked_fill. Each backward sits under its forward.
 #include <cmath>
 
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

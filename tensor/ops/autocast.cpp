@@ -1,5 +1,5 @@
 // Autocast state and casting rules (autocast.h).
-#include "engine/ops/autocast.h"
+#include "tensor/ops/autocast.h"
 
 namespace tandem::autocast {
 

@@ -1,8 +1,8 @@
 // batch_norm and layer_norm front ends.
 #include <cmath>
 
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -1,10 +1,10 @@
-#include "engine/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <atomic>
 
 #include "base/error.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

@@ -1,5 +1,5 @@
-#include "engine/ops/op_utils.h"
-#include "engine/ops/host_checks.h"
+#include "tensor/ops/op_utils.h"
+#include "tensor/ops/host_checks.h"
 
 #include <numeric>
 

@@ -3,7 +3,7 @@
 // forward. Binary ops, comparisons and where: elementwise_binary.cpp.
 #include <cmath>
 
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

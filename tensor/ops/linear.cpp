@@ -1,7 +1,7 @@
 // linear: y = x w^T + bias over the last dim of x, through Backend::linear_forward; its backward
 // runs gemm for dx and Backend::linear_weight_grad for dw and db.
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -11,9 +11,9 @@
 // step, out.transpose(1, 2) merged into [B, Tq, H * D], is then a free view.
 #include <cmath>
 
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -1,7 +1,7 @@
 // conv2d, max_pool2d and avg_pool2d front ends (NCHW). Shape rules follow PyTorch:
 // out = floor((in + 2*pad - dilation*(kernel-1) - 1) / stride) + 1.
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-#include "engine/tensor/storage.h"
+#include "tensor/storage.h"
 
 #include <atomic>
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -1,6 +1,6 @@
 // Copies through Backend::copy_strided: cast between dtypes, cat and stack (each input copied
 // into its slice of the output), and flatten (a view). Each backward sits under its forward.
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

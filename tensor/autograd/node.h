@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::autograd {
 

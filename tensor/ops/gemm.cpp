@@ -2,8 +2,8 @@
 // Operands whose last two dims are a transposed contiguous matrix are passed to GEMM with a
 // transpose flag instead of being copied; a 2-D right operand is shared by every batch
 // (stride 0), and [B..., m, k] @ [k, n] folds the batch into m.
-#include "engine/ops/autocast.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -4,10 +4,10 @@
 #include <numeric>
 #include <optional>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/node.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/ops/ops.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

@@ -1,8 +1,8 @@
 // softmax / log_softmax over any dim, and the losses built on them: nll_loss, cross_entropy
 // (log_softmax + nll with label smoothing), mse_loss.
-#include "engine/ops/autocast.h"
-#include "engine/ops/host_checks.h"
-#include "engine/ops/op_utils.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/host_checks.h"
+#include "tensor/ops/op_utils.h"
 
 namespace tandem {
 

@@ -10,8 +10,8 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
-#include "engine/tensor/storage.h"
 #include "kernels/tensor_view.h"
+#include "tensor/storage.h"
 
 namespace tandem {
 
@@ -169,4 +169,4 @@ int wrap_dim(int dim, int ndim, const char* op);
 
 }  // namespace tandem
 
-#include "engine/tensor/tensor_inl.h"
+#include "tensor/tensor_inl.h"
