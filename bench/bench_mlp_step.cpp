@@ -24,7 +24,7 @@
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/nn/nn.h"
 #include "engine/optim/adam.h"
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/step_graph.h"

@@ -119,7 +119,7 @@ void DataParallelStrategy::setup_module(LightningModule& module) {
                           root_params[k].shape_str() + "; return the same architecture");
       }
     }
-    replica->attach_trainer(module.trainer());
+    replica->attach_host(module.host());
     replicas_.push_back(std::move(replica));
   }
   refresh_replicas(module);

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/accelerators/precision.h"
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
 #include "tensor/tensor.h"
 
 namespace tandem {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/trainer/lightning_module.h"
+#include "engine/module/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/trainer_options.h"
 #include "tensor/tensor.h"

@@ -176,18 +176,4 @@ void LoggerConnector::clear() {
   logged_metrics_.clear();
 }
 
-void LoggerConnector::begin_deferring() {
-  deferring_ = true;
-  deferred_.clear();
-}
-
-std::vector<LoggerConnector::DeferredValue> LoggerConnector::end_deferring() {
-  deferring_ = false;
-  return std::move(deferred_);
-}
-
-void LoggerConnector::log_deferred(const std::vector<DeferredValue>& values) {
-  for (const DeferredValue& v : values) log(v.name, v.tensor.defined() ? v.tensor.item() : v.number, v.options);
-}
-
 }  // namespace tandem::trainer

@@ -176,7 +176,7 @@ std::optional<int> Trainer::logger_version() {
 void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage) {
   module_ = &model;
   datamodule_ = &datamodule;
-  model.attach_trainer(this);
+  model.attach_host(this);
   strategy_->setup_module(model);
   // Before the callbacks' setup: ModelCheckpoint puts its directory under log_dir(). predict
   // logs nothing, so it claims no version directory.

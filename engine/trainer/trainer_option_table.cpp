@@ -11,8 +11,8 @@
 #include "engine/accelerators/precision.h"
 #include "engine/config/class_section.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
 #include "engine/trainer/callbacks/callback_config.h"
+#include "engine/trainer/trainer_section.h"
 
 namespace tandem::trainer {
 

@@ -19,12 +19,12 @@
 
 #include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
 #include "engine/strategies/strategy.h"
+#include "engine/trainer/trainer_section.h"
 
 namespace tandem::bagua {
 namespace {

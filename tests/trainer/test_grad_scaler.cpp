@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "base/error.h"
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
 #include "tensor/ops/autocast.h"
 #include "tensor/ops/ops.h"
 

@@ -1,4 +1,4 @@
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
 
 #include <cmath>
 #include <string>

@@ -1,7 +1,8 @@
 // LightningModule: a model plus how to train, validate, test and predict with it, in
 // Lightning's shape. It is an nn::Module (parameters, buffers, state_dict come from there);
 // the Trainer drives the loops and calls these hooks. Modules never name a device: new tensors
-// follow an input (type_as / to(device())).
+// follow an input (type_as / to(device())). A module knows the Trainer only through ModuleHost
+// (below), so strategies, which run its steps, sit below the Trainer.
 //
 //   class MyModel : public trainer::LightningModule {
 //     Tensor training_step(const data::Batch& b, int64_t i) override {
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/data/batch.h"
+#include "engine/module/metrics_sink.h"
 #include "engine/nn/module.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/optimizer.h"
@@ -30,21 +32,20 @@ namespace tandem::trainer {
 
 class Trainer;
 
-enum class ReduceFx { Mean, Sum, Max, Min };
+// What a LightningModule asks of the loop that runs it (the Trainer implements it): where its
+// log calls go, the loop's counters, whether this process is rank 0, the strategy's all_gather,
+// and the Trainer itself for modules that reach for it (Lightning's self.trainer).
+class ModuleHost {
+ public:
+  virtual MetricsSink& metrics() = 0;
+  virtual int64_t global_step() const = 0;
+  virtual int64_t current_epoch() const = 0;
+  virtual bool is_global_zero() const = 0;
+  virtual Tensor all_gather(const Tensor& tensor) = 0;
+  virtual Trainer* trainer() = 0;
 
-// How a logged value is aggregated and shown (Lightning's self.log arguments).
-struct LogOptions {
-  // on_step / on_epoch: unset means Lightning's default for the current hook (training_step:
-  // step only; validation/test steps and epoch-end hooks: epoch only).
-  std::optional<bool> on_step;
-  std::optional<bool> on_epoch;
-  bool prog_bar = false;
-  ReduceFx reduce_fx = ReduceFx::Mean;
-  bool sync_dist = false;       // reduce across ranks (takes effect with DDP)
-  bool rank_zero_only = false;  // only rank 0 logs it (takes effect with DDP)
-  bool logger = true;           // write to the loggers (metrics.csv)
-  // Weight of this value in a mean over the epoch; unset: the size of the current batch.
-  std::optional<int64_t> batch_size;
+ protected:
+  ~ModuleHost() = default;
 };
 
 // What configure_optimizers returns: an optimizer and an optional scheduler stepped every
@@ -120,7 +121,7 @@ class LightningModule : public nn::Module {
   virtual void on_save_checkpoint(nlohmann::json& module_state) {}
   virtual void on_load_checkpoint(const nlohmann::json& module_state) {}
 
-  // ---- logging: forwarded to the trainer's metric collector; a no-op when no trainer is attached ----
+  // ---- logging: forwarded to the host's metrics sink; a no-op when no host is attached ----
   // A tensor value must hold one element (ValueError otherwise); it is read as a double.
   void log(const std::string& name, const Tensor& value, const LogOptions& options = {});
   void log(const std::string& name, double value, const LogOptions& options = {});
@@ -147,7 +148,7 @@ class LightningModule : public nn::Module {
   };
 
   // Lightning's all_gather: `tensor` from every rank stacked as [world_size, *shape] in rank
-  // order (the same shape on every rank; no gradient). Without a trainer: [1, *shape].
+  // order (the same shape on every rank; no gradient). Without a host: [1, *shape].
   Tensor all_gather(const Tensor& tensor) const;
 
   // ---- state the trainer keeps current ----
@@ -155,14 +156,16 @@ class LightningModule : public nn::Module {
   int64_t global_step() const;
   int64_t current_epoch() const;
   bool is_global_zero() const;
-  Trainer* trainer() const { return trainer_; }
-  void attach_trainer(Trainer* t) { trainer_ = t; }
+  // The Trainer running this module; nullptr when none is attached.
+  Trainer* trainer() const { return host_ ? host_->trainer() : nullptr; }
+  ModuleHost* host() const { return host_; }
+  void attach_host(ModuleHost* host) { host_ = host; }
 
   // Hyper-parameters saved to hparams.yaml and checkpoints (Lightning's save_hyperparameters).
   nlohmann::json hparams = nlohmann::json::object();
 
  private:
-  Trainer* trainer_ = nullptr;
+  ModuleHost* host_ = nullptr;
 };
 
 }  // namespace tandem::trainer

@@ -1,25 +1,10 @@
-#include "engine/config/trainer_section.h"
+#include "engine/config/hardware_values.h"
 
 #include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/config/config_args.h"
-#include "engine/trainer/trainer_option_table.h"
+#include "engine/config/config_schema.h"
 
 namespace tandem {
-
-SectionSpec trainer_section() {
-  SectionSpec s;
-  s.name = "trainer";
-  s.help = "how and where to train (Lightning's Trainer arguments)";
-  for (const trainer::TrainerOptionRow& row : trainer::trainer_option_table()) s.options.push_back(row.spec);
-  return s;
-}
-
-ConfigSchema make_trainer_schema() {
-  ConfigSchema schema;
-  schema.add_section(trainer_section());
-  return schema;
-}
 
 std::pair<std::string, InitParams> strategy_from_yaml(const YAML::Node& value, const std::string& key) {
   if (value && value.IsScalar()) return {value.Scalar(), {}};
@@ -63,14 +48,6 @@ DevicesSpec devices_from_yaml(const YAML::Node& value) {
   }
   throw ConfigError("devices=" + yaml_to_text(value) + " is not valid: expected an int, a string "
                     "like \"1, 3\" or \"auto\", or a list like [1, 3]");
-}
-
-HardwareOptions hardware_options_from_config(const YAML::Node& config) {
-  trainer::TrainerOptions options;
-  for (const trainer::TrainerOptionRow& row : trainer::trainer_option_table()) {
-    if (row.hardware) row.read(options, get_config_value(config, "trainer." + row.spec.name));
-  }
-  return options;
 }
 
 }  // namespace tandem

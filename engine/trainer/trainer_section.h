@@ -3,12 +3,11 @@
 // auto_select_gpus) are resolved by plan_execution; the loop ones are read by the Trainer.
 #pragma once
 #include <string>
-#include <utility>
 
 #include <yaml-cpp/yaml.h>
 
-#include "engine/accelerators/devices_spec.h"
 #include "engine/config/config_schema.h"
+#include "engine/config/hardware_values.h"
 #include "engine/strategies/execution_plan.h"
 
 namespace tandem {
@@ -23,13 +22,5 @@ ConfigSchema make_trainer_schema();
 // The hardware options from a resolved configuration tree (as made by parse_args).
 // Throws ConfigError when a value has the wrong shape.
 HardwareOptions hardware_options_from_config(const YAML::Node& config);
-
-// A strategy value from YAML: a name, or a mapping {name: ..., option: value, ...} -> the name
-// and its options. `key` names the value in messages. Throws ConfigError for another shape.
-std::pair<std::string, InitParams> strategy_from_yaml(const YAML::Node& value, const std::string& key);
-
-// A devices value from YAML: an int scalar -> int, another scalar -> string, a sequence of
-// ints -> list. Throws ConfigError for anything else.
-DevicesSpec devices_from_yaml(const YAML::Node& value);
 
 }  // namespace tandem

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "engine/data/batch.h"
-#include "engine/trainer/logger_connector.h"
+#include "engine/module/metrics_sink.h"
 #include "tensor/tensor.h"
 
 namespace tandem::cuda { class StepGraph; }
@@ -38,8 +38,9 @@ class CudaGraphStep {
  public:
   static constexpr int kWarmupSteps = 2;
 
-  // `logs`: the Trainer's, whose log calls are deferred while a step is captured or replayed.
-  CudaGraphStep(int device, LoggerConnector& logs, int warmup_steps = kWarmupSteps);
+  // `logs`: where the module logs (the Trainer's LoggerConnector), deferred while a step is
+  // captured or replayed.
+  CudaGraphStep(int device, MetricsSink& logs, int warmup_steps = kWarmupSteps);
   ~CudaGraphStep();
   CudaGraphStep(const CudaGraphStep&) = delete;
   CudaGraphStep& operator=(const CudaGraphStep&) = delete;
@@ -69,13 +70,13 @@ class CudaGraphStep {
 
  private:
   enum class Phase { Warmup, Capture, Captured, Off };
-  Outcome warmup_step(const std::function<Tensor()>& forward_backward, LoggerConnector& logs);
-  Outcome capture_step(const std::function<Tensor()>& forward_backward, LoggerConnector& logs);
-  Outcome replay(LoggerConnector& logs);
+  Outcome warmup_step(const std::function<Tensor()>& forward_backward, MetricsSink& logs);
+  Outcome capture_step(const std::function<Tensor()>& forward_backward, MetricsSink& logs);
+  Outcome replay(MetricsSink& logs);
   void turn_off(const std::string& reason);
 
   int device_;
-  LoggerConnector& logs_;
+  MetricsSink& logs_;
   int warmup_steps_;
   int warmup_done_ = 0;
   Phase phase_ = Phase::Warmup;
@@ -83,7 +84,7 @@ class CudaGraphStep {
   data::Batch static_batch_;
   std::unique_ptr<cuda::StepGraph> graph_;
   Tensor static_loss_;
-  std::vector<LoggerConnector::DeferredValue> recorded_logs_;
+  std::vector<MetricsSink::DeferredValue> recorded_logs_;
   int64_t replays_ = 0;
 };
 

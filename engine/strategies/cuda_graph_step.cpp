@@ -1,4 +1,4 @@
-#include "engine/trainer/cuda_graph_step.h"
+#include "engine/strategies/cuda_graph_step.h"
 
 #include <cstdio>
 
@@ -17,7 +17,7 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-CudaGraphStep::CudaGraphStep(int device, LoggerConnector& logs, int warmup_steps)
+CudaGraphStep::CudaGraphStep(int device, MetricsSink& logs, int warmup_steps)
     : device_(device), logs_(logs), warmup_steps_(warmup_steps) {}
 
 CudaGraphStep::~CudaGraphStep() = default;
@@ -59,7 +59,7 @@ CudaGraphStep::Outcome CudaGraphStep::run(const std::function<Tensor()>& forward
 // An eager step with the capture's rules (deferred host checks and logs), counting what a
 // replay could not repeat.
 CudaGraphStep::Outcome CudaGraphStep::warmup_step(const std::function<Tensor()>& forward_backward,
-                                                  LoggerConnector& logs) {
+                                                  MetricsSink& logs) {
   const uint64_t reads = cuda::host_read_count(), draws = cuda::random_launch_count();
   Tensor loss;
   logs.begin_deferring();
@@ -86,7 +86,7 @@ CudaGraphStep::Outcome CudaGraphStep::warmup_step(const std::function<Tensor()>&
 }
 
 CudaGraphStep::Outcome CudaGraphStep::capture_step(const std::function<Tensor()>& forward_backward,
-                                                   LoggerConnector& logs) {
+                                                   MetricsSink& logs) {
   Tensor loss;
   logs.begin_deferring();
   try {
@@ -111,7 +111,7 @@ CudaGraphStep::Outcome CudaGraphStep::capture_step(const std::function<Tensor()>
   return replay(logs);
 }
 
-CudaGraphStep::Outcome CudaGraphStep::replay(LoggerConnector& logs) {
+CudaGraphStep::Outcome CudaGraphStep::replay(MetricsSink& logs) {
   graph_->replay();
   ++replays_;
   logs.log_deferred(recorded_logs_);

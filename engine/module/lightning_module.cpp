@@ -1,7 +1,6 @@
-#include "engine/trainer/lightning_module.h"
+#include "engine/module/lightning_module.h"
 
 #include "base/error.h"
-#include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {
 
@@ -13,7 +12,7 @@ LightningModule::LogCapture::LogCapture() : previous_(t_capture) { t_capture = t
 LightningModule::LogCapture::~LogCapture() { t_capture = previous_; }
 
 void LightningModule::log(const std::string& name, const Tensor& value, const LogOptions& options) {
-  if (!trainer_ && !t_capture) return;
+  if (!host_ && !t_capture) return;
   TANDEM_CHECK(value.defined(), ValueError, "log('" + name + "', ...): the tensor is undefined; log a scalar tensor or a number");
   TANDEM_CHECK(value.numel() == 1, ValueError,
                "log('" + name + "', ...): the tensor has shape " + value.shape_str() +
@@ -22,7 +21,7 @@ void LightningModule::log(const std::string& name, const Tensor& value, const Lo
     t_capture->values.push_back({name, value.item(), options});
     return;
   }
-  LoggerConnector& logs = trainer_->logger_connector();
+  MetricsSink& logs = host_->metrics();
   if (logs.deferring()) {  // a CUDA graph step: read after the step, not now
     logs.defer({name, value.detach(), 0.0, options});
     return;
@@ -35,8 +34,8 @@ void LightningModule::log(const std::string& name, double value, const LogOption
     t_capture->values.push_back({name, value, options});
     return;
   }
-  if (!trainer_) return;
-  LoggerConnector& logs = trainer_->logger_connector();
+  if (!host_) return;
+  MetricsSink& logs = host_->metrics();
   if (logs.deferring()) {
     logs.defer({name, Tensor(), value, options});
     return;
@@ -52,13 +51,13 @@ void LightningModule::log_dict(const std::map<std::string, double>& values, cons
   for (const auto& [name, value] : values) log(name, value, options);
 }
 
-int64_t LightningModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
-int64_t LightningModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
+int64_t LightningModule::global_step() const { return host_ ? host_->global_step() : 0; }
+int64_t LightningModule::current_epoch() const { return host_ ? host_->current_epoch() : 0; }
 Tensor LightningModule::all_gather(const Tensor& tensor) const {
-  if (!trainer_) return tensor.detach().unsqueeze(0).clone();
-  return trainer_->strategy().all_gather(tensor);
+  if (!host_) return tensor.detach().unsqueeze(0).clone();
+  return host_->all_gather(tensor);
 }
 
-bool LightningModule::is_global_zero() const { return trainer_ ? trainer_->is_global_zero() : true; }
+bool LightningModule::is_global_zero() const { return host_ ? host_->is_global_zero() : true; }
 
 }  // namespace tandem::trainer
