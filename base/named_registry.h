@@ -2,8 +2,9 @@
 //
 // Names are case-insensitive (stored lower-case). Registering a name twice is an error unless
 // the caller says override=true, so a plugin cannot silently replace "cuda". Looking up an
-// unknown name is a ConfigError that lists every registered name, because that is what a user
-// who typed `--trainer.accelerator=cdua` needs to see.
+// unknown name is a ConfigError that suggests the closest registered name and lists them all,
+// because that is what a user who typed `--trainer.accelerator=cdua` needs to see; an unknown
+// option likewise suggests the closest option the entry takes.
 #pragma once
 #include <algorithm>
 #include <cctype>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/edit_distance.h"
 #include "base/error.h"
 
 namespace tandem {
@@ -64,8 +66,8 @@ class NamedRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = entries_.find(lower_case(name));
     if (it == entries_.end()) {
-      throw ConfigError("unknown " + kind_ + " '" + name + "'; registered " + kind_ + "s: " +
-                        joined_names_locked());
+      throw ConfigError("unknown " + kind_ + " '" + name + "'" + suggestion(name, names_locked()) +
+                        "; registered " + kind_ + "s: " + joined_names_locked());
     }
     return it->second;
   }
@@ -78,8 +80,13 @@ class NamedRegistry {
     for (const auto& [k, v] : params) {
       if (!entry.default_params.count(k)) {
         std::string taken;
-        for (const auto& [d, _] : entry.default_params) taken += (taken.empty() ? "" : ", ") + d;
-        throw ConfigError(kind_ + " '" + entry.name + "' has no option '" + k + "' (given " + k + "=" + v + "); " +
+        std::vector<std::string> options;
+        for (const auto& [d, _] : entry.default_params) {
+          taken += (taken.empty() ? "" : ", ") + d;
+          options.push_back(d);
+        }
+        throw ConfigError(kind_ + " '" + entry.name + "' has no option '" + k + "' (given " + k + "=" + v + ")" +
+                          suggestion(k, options) + "; " +
                           (taken.empty() ? "it takes no options" : "its options are: " + taken));
       }
       merged[k] = v;
@@ -94,10 +101,12 @@ class NamedRegistry {
 
   std::vector<std::string> names() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::string> out;
-    for (const auto& [k, _] : entries_) out.push_back(k);
-    return out;
+    return names_locked();
   }
+
+  // " (did you mean 'ddp'?)" when `name` is a plausible typo of a registered name, else "": for
+  // callers that word their own unknown-name error.
+  std::string did_you_mean(const std::string& name) const { return suggestion(name, names()); }
 
   std::vector<Entry> entries() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -112,6 +121,17 @@ class NamedRegistry {
   }
 
  private:
+  static std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+    const std::string guess = closest_match(lower_case(word), candidates);
+    return guess.empty() ? "" : " (did you mean '" + guess + "'?)";
+  }
+
+  std::vector<std::string> names_locked() const {
+    std::vector<std::string> out;
+    for (const auto& [k, _] : entries_) out.push_back(k);
+    return out;
+  }
+
   std::string joined_names_locked() const {
     std::string out;
     for (const auto& [k, _] : entries_) out += (out.empty() ? "" : ", ") + k;

@@ -61,7 +61,8 @@ std::unique_ptr<Strategy> check_strategy_request(const std::string& requested, c
     return nullptr;
   }
   if (!registry.contains(name)) {
-    throw ConfigError("unknown strategy '" + requested + "'; choose auto or a registered strategy: " +
+    throw ConfigError("unknown strategy '" + requested + "'" + registry.did_you_mean(name) +
+                      "; choose auto or a registered strategy: " +
                       registry.joined_names());
   }
   return registry.create(name, options);

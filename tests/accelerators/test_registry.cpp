@@ -56,6 +56,29 @@ TEST(AcceleratorRegistry, UnknownListsRegistered) {
                             {"unknown accelerator 'tpu'", "auto", "gpu (= cuda)", "cpu, cuda"});
 }
 
+// A typo of a registered name or option is answered with the closest one, from the registry.
+TEST(AcceleratorRegistry, TyposSuggestTheClosestNameAndOption) {
+  expect_error<ConfigError>([] { tandem::select_accelerator("cdua"); },
+                            {"unknown accelerator 'cdua' (did you mean 'cuda'?)", "cpu, cuda"});
+  tandem::AcceleratorRegistry registry;
+  xpu_example::register_xpu(registry);
+  expect_error<ConfigError>([&] { registry.create("xpu", {{"device_cont", "8"}}); },
+                            {"has no option 'device_cont' (given device_cont=8) (did you mean 'device_count'?)"});
+  expect_error<ConfigError>([&] { registry.get("xpv"); },
+                            {"unknown accelerator 'xpv' (did you mean 'xpu'?); registered accelerators: xpu"});
+  // Nothing close: no guess, only the list.
+  const std::string far = [] {
+    try {
+      tandem::select_accelerator("quantum_annealer");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(far.find("unknown accelerator 'quantum_annealer'; choose auto"), std::string::npos) << far;
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+}
+
 TEST(AcceleratorSelection, AutoPicksCudaWhenPresent) {
   auto env = simulated_gpus(2);
   auto choice = tandem::select_accelerator("auto");

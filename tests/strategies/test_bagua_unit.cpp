@@ -239,6 +239,13 @@ void expect_refused(const std::string& name, const InitParams& options, const st
   for (const auto& w : words) EXPECT_NE(message.find(w), std::string::npos) << "missing '" << w << "' in: " << message;
 }
 
+// Typos of a strategy, an algorithm or an option are answered with the closest registered one.
+TEST(BaguaOptions, TyposSuggestTheClosestRegisteredName) {
+  expect_refused("ddpp", {}, {"unknown strategy 'ddpp' (did you mean 'ddp'?)", "choose auto or a registered strategy"});
+  expect_refused("bagua", {{"algorithm", "bytgrad"}}, {"unknown algorithm 'bytgrad' (did you mean 'bytegrad'?)"});
+  expect_refused("bagua", {{"algoritm", "bytegrad"}}, {"has no option 'algoritm'", "(did you mean 'algorithm'?)"});
+}
+
 TEST(BaguaOptions, RegistryBuildsEachAlgorithmAndRefusesWhatItDoesNotTake) {
   EXPECT_EQ(choose("bagua", {}).name, "bagua");
   for (const char* algorithm : {"gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "async", "qadam"}) {
