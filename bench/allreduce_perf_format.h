@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::bench {
 

@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

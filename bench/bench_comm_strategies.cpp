@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "apps/tandem/run_config.h"
+#include "base/error.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/config/data_section.h"
-#include "engine/core/error.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/registry.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 

@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

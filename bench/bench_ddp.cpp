@@ -21,11 +21,11 @@
 #include <string>
 
 #include "engine/data/fashion_mnist.h"
-#include "engine/tensor/generator.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/trainer/trainer.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 

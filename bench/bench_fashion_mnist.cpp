@@ -16,10 +16,10 @@
 #include <string>
 
 #include "engine/data/fashion_mnist.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "bench/peak_measure.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "kernels/cpu/gemm/cpu_isa.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

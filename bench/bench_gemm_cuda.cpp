@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/linear_epilogue.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

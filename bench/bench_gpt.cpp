@@ -27,16 +27,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/data/text_data.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/clip_grad.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/callback.h"
 #include "engine/trainer/trainer.h"
 #include "models/gpt.h"
 #include "models/registry.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;

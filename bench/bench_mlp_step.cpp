@@ -23,13 +23,13 @@
 #include "bench/peak_measure.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/autocast.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/step_graph.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
 
 using namespace tandem;
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/tensor.h"
 
 using namespace tandem;
 

@@ -19,9 +19,9 @@
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/mlp.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 

@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "apps/tandem/run_config.h"
-#include "engine/autograd/grad_mode.h"
+#include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/core/error.h"
 #include "engine/data/host_array_data_module.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/checkpoint.h"
 #include "engine/trainer/trainer.h"
 #include "models/registry.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
 
 struct tandem_model {
   std::shared_ptr<tandem::trainer::LightningModule> module;

@@ -7,12 +7,13 @@
 # its own as tandem::<layer> (tandem::kernels, tandem::tensor, ...).
 #
 #   P/lib/libtandem_<layer>.a, P/lib/{libtandem_cli_lib,libtandem_c}.a
-#   P/include/tandem/{engine,kernels,collectives,models,capi,apps/tandem}/...   #include "engine/nn/nn.h"
+#   P/include/tandem/{base,kernels,tensor,collectives,engine,models,capi,apps/tandem}/...   #include "engine/nn/nn.h"
 #   P/bin/tandem
 #   P/lib/cmake/tandem/{tandemConfig,tandemConfigVersion,tandemTargets}.cmake
 #
-# The headers go under include/tandem/ rather than include/: their top-level folders (engine,
-# kernels, models) are generic names that would collide with other packages in a shared prefix.
+# The headers go under include/tandem/ rather than include/: their top-level folders (base,
+# tensor, engine, kernels, models) are generic names that would collide with other packages in a
+# shared prefix.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -30,7 +31,7 @@ install(TARGETS tandem ${TANDEM_LAYER_TARGETS} tandem_cli_lib tandem_c EXPORT ta
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tandem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir engine kernels collectives models capi)
+foreach(dir base kernels tensor collectives engine models capi)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.def")
 endforeach()

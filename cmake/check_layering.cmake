@@ -1,13 +1,18 @@
 # Checks that every `#include "..."` of the library points down the layer table
 # (cmake/TandemLayers.cmake): a file may include files of its own layer and of the layers its
-# layer depends on, never of a layer above or beside it, and never apps/ or capi/. Fails listing
-# every offending line, and every library file that belongs to no layer.
-#   cmake -DSOURCE_DIR=<tree to check> -P check_layering.cmake
+# layer depends on, never of a layer above or beside it, never apps/ or capi/, and never a
+# top-level library folder after its own in TANDEM_LIBRARY_FOLDERS (base < kernels < tensor <
+# collectives < engine < models), whatever the table says. Fails listing every offending line,
+# and every library file that belongs to no layer.
+#   cmake -DSOURCE_DIR=<tree to check> [-DLAYER_TABLE=<table file>] -P check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED SOURCE_DIR)
   message(FATAL_ERROR "check_layering.cmake needs -DSOURCE_DIR=...")
 endif()
-include(${CMAKE_CURRENT_LIST_DIR}/TandemLayers.cmake)
+if(NOT DEFINED LAYER_TABLE)
+  set(LAYER_TABLE ${CMAKE_CURRENT_LIST_DIR}/TandemLayers.cmake)
+endif()
+include(${LAYER_TABLE})
 
 foreach(layer IN LISTS TANDEM_LAYERS)
   tandem_layer_reach(${layer} TANDEM_REACH_${layer})
@@ -41,6 +46,8 @@ foreach(file IN LISTS files)
     continue()
   endif()
   get_filename_component(dir ${file} DIRECTORY)
+  string(REGEX MATCH "^[^/]*" file_top "${file}")
+  list(FIND TANDEM_LIBRARY_FOLDERS "${file_top}" rank)
   file(READ ${SOURCE_DIR}/${file} text)
   file(STRINGS ${SOURCE_DIR}/${file} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
   foreach(line IN LISTS lines)
@@ -53,11 +60,14 @@ foreach(file IN LISTS files)
     endif()
     math(EXPR checked "${checked} + 1")
     string(REGEX MATCH "^[^/]*" top "${target}")
+    list(FIND TANDEM_LIBRARY_FOLDERS "${top}" target_rank)
     tandem_layer_of(${target} target_layer)
     if(top IN_LIST TANDEM_ABOVE_LIBRARY_FOLDERS)
       set(why "above the library")
     elseif(target_layer AND NOT target_layer IN_LIST TANDEM_REACH_${layer})
       set(why "of layer ${target_layer}")
+    elseif(target_rank GREATER rank)
+      set(why "of the folder ${top}/, above ${file_top}/")
     else()
       continue()
     endif()

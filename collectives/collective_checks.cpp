@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::collectives {
 

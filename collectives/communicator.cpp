@@ -1,7 +1,7 @@
 #include "collectives/communicator.h"
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "engine/core/error.h"
 
 namespace tandem::collectives {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::collectives {
 

@@ -7,7 +7,7 @@
 #if TANDEM_WITH_NCCL
 #include "collectives/nccl/nccl_communicator.h"
 #endif
-#include "engine/core/error.h"
+#include "base/error.h"
 
 #if TANDEM_WITH_MPI
 #include "collectives/mpi/mpi_communicator.h"

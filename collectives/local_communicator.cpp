@@ -1,8 +1,8 @@
 #include "collectives/local_communicator.h"
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::collectives {
 

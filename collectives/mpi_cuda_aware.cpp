@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::collectives {
 

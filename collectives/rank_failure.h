@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::collectives {
 

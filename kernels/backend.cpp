@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-// Backend: the dispatch seam between op front ends (engine/ops) and kernels.
+// Backend: the dispatch seam between op front ends (tensor/ops) and kernels.
 // One pure virtual method per kernel, generated from the kernel list (kernels/kernel_list.def,
 // which also says how to add one); the CPU backend (kernels/cpu, Eigen) is the reference, the
 // CUDA backend (kernels/cuda) implements the same signatures. An op front end calls
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/tensor/device.h"
+#include "base/device.h"
 #include "kernels/tensor_view.h"
 
 namespace tandem {
@@ -36,7 +36,7 @@ struct Pool2dParams {
   bool count_include_pad = true;  // avg pool only
 };
 
-// The attention kernels' parameters (scaled-dot-product attention; engine/ops/attention.cpp).
+// The attention kernels' parameters (scaled-dot-product attention; tensor/ops/attention.cpp).
 // Query row i of a head attends key j when !causal, or when j <= i + (Tk - Tq) (the causal mask
 // aligned bottom-right, so a query row appended to a KV cache sees every cached key). Dropout
 // on the probabilities: element (b, h, i, j) is kept when philox::uniform01(bits(seed, offset,

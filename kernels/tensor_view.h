@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace tandem {
 

@@ -5,12 +5,12 @@
 #include <functional>
 #include <random>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/config/yaml_json.h"
 #include "engine/nn/init.h"
-#include "engine/ops/ops.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::models {
 

@@ -12,8 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "engine/module/lightning_module.h"
 #include "engine/nn/sequential.h"
-#include "engine/trainer/lightning_module.h"
 
 namespace tandem::models {
 

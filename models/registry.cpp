@@ -1,9 +1,9 @@
 #include "models/registry.h"
 
-#include "engine/accelerators/named_registry.h"
-#include "engine/core/error.h"
-#include "models/cnn.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 #include "engine/optim/optimizer.h"
+#include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
 

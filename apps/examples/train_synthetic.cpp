@@ -10,12 +10,12 @@
 #include <iostream>
 #include <string>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

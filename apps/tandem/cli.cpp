@@ -10,8 +10,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "apps/tandem/subcommands.h"
-#include "engine/config/edit_distance.h"
-#include "engine/core/error.h"
+#include "base/edit_distance.h"
+#include "base/error.h"
 
 #ifndef TANDEM_VERSION_STRING
 #error "TANDEM_VERSION_STRING must be the CMake project version (apps/CMakeLists.txt)"

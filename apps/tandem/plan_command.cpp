@@ -9,8 +9,8 @@
 #include "apps/tandem/subcommands.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
 #include "engine/strategies/execution_plan.h"
+#include "engine/trainer/trainer_section.h"
 
 namespace tandem::cli {
 

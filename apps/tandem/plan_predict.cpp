@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "apps/tandem/subcommands.h"
+#include "base/error.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
 #include "engine/strategies/reducer.h"
 #include "engine/strategies/scaling_model.h"
 #include "engine/trainer/trainer.h"

@@ -9,7 +9,7 @@
 #include <optional>
 #include <tuple>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/mpirun_launcher.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"

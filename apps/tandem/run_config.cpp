@@ -6,10 +6,10 @@
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
-#include "engine/config/trainer_section.h"
 #include "engine/strategies/bagua/bagua_algorithm.h"
 #include "engine/strategies/strategy.h"
 #include "engine/trainer/callbacks/callback_config.h"
+#include "engine/trainer/trainer_section.h"
 #include "models/registry.h"
 
 namespace tandem::cli {

@@ -1,7 +1,7 @@
 // The configuration of `tandem fit|validate|test|predict`: one schema for all four (so a run's
 // saved config.yaml drives any of them), LightningCLI's layout:
 //   seed_everything, ckpt_path          top-level options
-//   trainer.*                           engine/config/trainer_section.h
+//   trainer.*                           engine/trainer/trainer_section.h
 //   model (mlp | cnn | registered), model.*          models/registry.h
 //   data.*                              engine/config/data_section.h
 //   optimizer (SGD | Adam | AdamW), lr_scheduler     engine/config/optimizer_section.h

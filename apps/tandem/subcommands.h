@@ -10,8 +10,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "engine/data/data_module.h"
+#include "engine/module/lightning_module.h"
 #include "engine/trainer/callback.h"
-#include "engine/trainer/lightning_module.h"
 
 namespace tandem::cli {
 

@@ -13,13 +13,13 @@
 #include "engine/config/config_args.h"
 #include "engine/config/data_section.h"
 #include "engine/io/atomic_file.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/slurm_requeue.h"
 #include "engine/trainer/job_failure.h"
 #include "engine/trainer/trainer.h"
 #include "models/gpt.h"
 #include "models/registry.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::collectives::mpi {
 

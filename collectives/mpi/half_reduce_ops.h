@@ -6,8 +6,8 @@
 #pragma once
 #include <mpi.h>
 
+#include "base/dtype.h"
 #include "collectives/communicator.h"
-#include "engine/tensor/dtype.h"
 
 namespace tandem::collectives::mpi {
 

@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "collectives/mpi_cuda_aware.h"
 #include "collectives/mpi/half_reduce_ops.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi/mpi_work.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "collectives/mpi_cuda_aware.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::collectives {
 

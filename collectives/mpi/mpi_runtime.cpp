@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 // Open MPI's extensions (MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support); other MPIs may lack
 // the header, and then no CUDA support is assumed.

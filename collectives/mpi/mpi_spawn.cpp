@@ -4,8 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/mpi/mpi_runtime.h"
-#include "engine/core/error.h"
 
 namespace tandem::collectives::mpi {
 

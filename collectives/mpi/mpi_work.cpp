@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/mpi/mpi_runtime.h"
-#include "engine/core/error.h"
 
 namespace tandem::collectives::mpi {
 

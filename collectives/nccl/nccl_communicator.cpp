@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
 #include "collectives/mpi/mpi_communicator.h"
-#include "engine/core/error.h"
 #include "kernels/cuda/cuda_context.h"
 
 namespace tandem::collectives {

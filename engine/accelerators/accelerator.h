@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"
 #include "engine/accelerators/devices_spec.h"
-#include "engine/tensor/device.h"
 
 namespace tandem {
 

@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
+#include "base/error.h"
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 
@@ -80,8 +80,8 @@ AcceleratorChoice select_accelerator(const std::string& requested, const Acceler
     return choice;
   }
   if (!registry.contains(name)) {
-    throw ConfigError("unknown accelerator '" + requested + "'; choose auto, gpu (= cuda), or a "
-                      "registered accelerator: " + registry.joined_names() +
+    throw ConfigError("unknown accelerator '" + requested + "'" + registry.did_you_mean(name) +
+                      "; choose auto, gpu (= cuda), or a registered accelerator: " + registry.joined_names() +
                       " (custom accelerators are registered by your program or --plugin=lib.so)");
   }
   choice.name = name;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/named_registry.h"
 #include "engine/accelerators/accelerator.h"
-#include "engine/accelerators/named_registry.h"
 
 namespace tandem {
 

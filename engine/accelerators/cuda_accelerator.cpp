@@ -4,8 +4,8 @@
 #include <optional>
 #include <set>
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 #include "kernels/cuda/device_query.h"
 
 namespace tandem {

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <set>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

@@ -1,7 +1,7 @@
 #include "engine/accelerators/precision.h"
 
-#include "engine/accelerators/named_registry.h"
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 
 namespace tandem {
 

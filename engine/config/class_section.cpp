@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "engine/accelerators/named_registry.h"
-#include "engine/config/edit_distance.h"
-#include "engine/core/error.h"
+#include "base/edit_distance.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 
 namespace tandem {
 

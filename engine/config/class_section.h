@@ -13,8 +13,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/error.h"
 #include "engine/config/config_schema.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

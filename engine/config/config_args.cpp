@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/accelerators/named_registry.h"
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 
 namespace tandem {
 

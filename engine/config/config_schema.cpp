@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/edit_distance.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/accelerators/named_registry.h"
-#include "engine/config/edit_distance.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

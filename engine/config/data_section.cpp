@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/error.h"
 #include "engine/config/yaml_json.h"
-#include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 
 namespace tandem {

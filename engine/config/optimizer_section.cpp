@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
-#include "engine/core/error.h"
+#include "engine/config/hardware_values.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/qadam.h"
 #include "engine/optim/sgd.h"

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "engine/accelerators/named_registry.h"
+#include "base/named_registry.h"
 
 namespace tandem {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/batch_prefetcher.h"
 #include "kernels/pinned_host.h"
 

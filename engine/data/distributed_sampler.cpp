@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::data {
 

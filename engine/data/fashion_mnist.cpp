@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/idx_reader.h"
 
 namespace tandem::data {

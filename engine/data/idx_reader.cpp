@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::data {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::data {
 namespace {

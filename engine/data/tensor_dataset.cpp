@@ -5,7 +5,7 @@
 #include <numeric>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/sampler.h"
 
 namespace tandem::data {

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::data {
 

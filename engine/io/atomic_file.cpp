@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::io {
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::io {
 

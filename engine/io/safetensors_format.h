@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/dtype.h"
 #include "engine/io/safetensors.h"
-#include "engine/tensor/dtype.h"
 
 namespace tandem::io::detail {
 

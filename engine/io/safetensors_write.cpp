@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/safetensors_format.h"

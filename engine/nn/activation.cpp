@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::nn {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::nn::init {
 

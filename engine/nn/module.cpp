@@ -3,7 +3,7 @@
 
 #include <unordered_set>
 
-#include "engine/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::nn {
 

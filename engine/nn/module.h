@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/state_dict.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::nn {
 

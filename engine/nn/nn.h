@@ -8,4 +8,4 @@
 #include "engine/nn/normalization.h"
 #include "engine/nn/sequential.h"
 #include "engine/nn/state_dict.h"
-#include "engine/ops/ops.h"  // models compose modules with ops
+#include "tensor/ops/ops.h"  // models compose modules with ops

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "engine/nn/init.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::nn {
 

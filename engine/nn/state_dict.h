@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/error.h"
-#include "engine/tensor/tensor.h"
+#include "base/error.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

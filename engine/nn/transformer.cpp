@@ -1,6 +1,6 @@
 #include "engine/nn/transformer.h"
 
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::nn {
 

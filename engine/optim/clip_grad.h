@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::optim {
 

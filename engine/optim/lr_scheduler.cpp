@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "engine/core/error.h"
-#include "engine/core/json_integer.h"
+#include "base/error.h"
+#include "base/json_integer.h"
 
 namespace tandem::optim {
 

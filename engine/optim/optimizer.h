@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/state_dict.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::optim {
 

@@ -1,6 +1,6 @@
 #include "engine/optim/sgd.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/backend.h"
 
 namespace tandem::optim {

@@ -1,6 +1,6 @@
 // The registry of built-in strategies and the `strategy=` resolution. Each name maps to the
 // one class that plans, launches and trains it.
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/data_parallel_strategy.h"
 #include "engine/strategies/ddp2_strategy.h"
@@ -61,7 +61,8 @@ std::unique_ptr<Strategy> check_strategy_request(const std::string& requested, c
     return nullptr;
   }
   if (!registry.contains(name)) {
-    throw ConfigError("unknown strategy '" + requested + "'; choose auto or a registered strategy: " +
+    throw ConfigError("unknown strategy '" + requested + "'" + registry.did_you_mean(name) +
+                      "; choose auto or a registered strategy: " +
                       registry.joined_names());
   }
   return registry.create(name, options);

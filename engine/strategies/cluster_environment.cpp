@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

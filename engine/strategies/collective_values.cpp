@@ -1,6 +1,6 @@
 #include "engine/strategies/collective_values.h"
 
-#include "engine/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

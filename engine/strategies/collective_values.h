@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "collectives/communicator.h"
-#include "engine/trainer/lightning_module.h"
+#include "engine/module/metrics_sink.h"
 
 namespace tandem {
 

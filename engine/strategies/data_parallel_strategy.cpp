@@ -4,12 +4,12 @@
 #include <map>
 #include <thread>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
+#include "base/error.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 
@@ -119,7 +119,7 @@ void DataParallelStrategy::setup_module(LightningModule& module) {
                           root_params[k].shape_str() + "; return the same architecture");
       }
     }
-    replica->attach_trainer(module.trainer());
+    replica->attach_host(module.host());
     replicas_.push_back(std::move(replica));
   }
   refresh_replicas(module);

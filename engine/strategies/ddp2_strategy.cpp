@@ -1,11 +1,11 @@
 #include "engine/strategies/ddp2_strategy.h"
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/collective_values.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/mpirun_launcher.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/optim/clip_grad.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 

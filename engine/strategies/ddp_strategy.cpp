@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "collectives/communicator_factory.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
 #include "engine/strategies/collective_values.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/mpirun_launcher.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 
 namespace tandem {
 

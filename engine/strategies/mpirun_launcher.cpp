@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

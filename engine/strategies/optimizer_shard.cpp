@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

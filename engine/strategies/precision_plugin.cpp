@@ -1,6 +1,6 @@
 #include "engine/strategies/precision_plugin.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 

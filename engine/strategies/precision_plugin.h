@@ -1,6 +1,6 @@
 // PrecisionPlugin: what a strategy's precision changes in a step. The weights' dtype (float64
 // for 64-true, float32 otherwise), the autocast dtype of forward passes (bfloat16 / float16 for
-// the mixed precisions, torch.autocast's rules in engine/ops/autocast.h), and for 16-mixed the
+// the mixed precisions, torch.autocast's rules in tensor/ops/autocast.h), and for 16-mixed the
 // GradScaler: the loss is scaled before backward, gradients unscaled and checked before the
 // optimizer step, and a step with an inf or NaN gradient is skipped.
 #pragma once
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/accelerators/precision.h"
-#include "engine/tensor/tensor.h"
-#include "engine/trainer/grad_scaler.h"
+#include "engine/strategies/grad_scaler.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <utility>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem {
 

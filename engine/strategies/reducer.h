@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::scaling {
 

@@ -1,7 +1,7 @@
 // single_device: one process on one device, the plain loop (the Strategy base's behaviour).
 // The one strategy whose step can be captured into a CUDA graph (cuda_graph=true on a GPU).
 #pragma once
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/strategy.h"
 
 namespace tandem {

@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/optim/clip_grad.h"
+#include "engine/strategies/cuda_graph_step.h"
 #include "engine/strategies/execution_plan.h"
-#include "engine/trainer/cuda_graph_step.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 
@@ -45,7 +45,7 @@ void Strategy::setup_module(trainer::LightningModule& module) {
 
 data::Batch Strategy::batch_to_device(const data::Batch& batch) const { return move_batch(batch, root_device(), compute_dtype()); }
 
-void Strategy::setup_step_executor(bool cuda_graph, trainer::LoggerConnector& logs) {
+void Strategy::setup_step_executor(bool cuda_graph, trainer::MetricsSink& logs) {
   cuda_graph_ = cuda_graph ? std::make_unique<trainer::CudaGraphStep>(root_device().index, logs) : nullptr;
 }
 

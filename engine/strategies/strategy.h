@@ -16,7 +16,7 @@
 //   collect   reduce (sync_dist), reduce_any, barrier, broadcast_from_zero, all_gather
 //   state     state_dict / load_state_dict (the precision plugin's loss scaler)
 //   plugins   the precision plugin (precision_plugin.h) and the step executor: eager, or a CUDA
-//             graph (CudaGraphStep, engine/trainer/cuda_graph_step.h); dp runs its replicas
+//             graph (CudaGraphStep, engine/strategies/cuda_graph_step.h); dp runs its replicas
 //             inside training_step and backward
 //
 // Registered classes: single_device (single_device_strategy.h), ddp, ddp_spawn, horovod
@@ -34,22 +34,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/named_registry.h"
 #include "collectives/communicator_factory.h"
 #include "engine/accelerators/accelerator.h"
-#include "engine/accelerators/named_registry.h"
 #include "engine/accelerators/precision.h"
 #include "engine/data/batch.h"
+#include "engine/module/lightning_module.h"
 #include "engine/optim/optimizer.h"
 #include "engine/strategies/cluster_environment.h"
 #include "engine/strategies/optimizer_requirement.h"
 #include "engine/strategies/precision_plugin.h"
 #include "engine/strategies/training_step_hooks.h"
-#include "engine/trainer/lightning_module.h"
 
-namespace tandem::trainer {
-class CudaGraphStep;
-class LoggerConnector;
-}  // namespace tandem::trainer
+namespace tandem::trainer { class CudaGraphStep; }
 
 namespace tandem {
 
@@ -144,7 +141,7 @@ class Strategy {
   // Before a fit's first training step: cuda_graph captures the steps' forward and backward into
   // a CUDA graph (CudaGraphStep; what training_step logs then goes through `logs`, deferred);
   // otherwise they run eagerly.
-  void setup_step_executor(bool cuda_graph, trainer::LoggerConnector& logs);
+  void setup_step_executor(bool cuda_graph, trainer::MetricsSink& logs);
   // After fit (and before the device is torn down): the graph, its memory and its static tensors
   // go; its counters stay readable.
   void release_step_executor();

@@ -8,7 +8,7 @@
 
 #include "engine/data/batch.h"
 #include "engine/optim/optimizer.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem {
 

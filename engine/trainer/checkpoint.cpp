@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/safetensors.h"
 
 namespace tandem::trainer {

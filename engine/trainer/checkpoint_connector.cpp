@@ -21,14 +21,14 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/error.h"
+#include "base/json_integer.h"
 #include "engine/accelerators/precision.h"
-#include "engine/core/error.h"
-#include "engine/core/json_integer.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
-#include "engine/trainer/trainer.h"
 #include "engine/trainer/checkpoint_connector.h"
+#include "engine/trainer/trainer.h"
+#include "tensor/generator.h"
 
 #ifndef TANDEM_VERSION_STRING
 #define TANDEM_VERSION_STRING "0.1.0"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/atomic_file.h"
 
 namespace fs = std::filesystem;

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::trainer {
 

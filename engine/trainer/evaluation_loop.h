@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
-#include "engine/trainer/lightning_module.h"
+#include "engine/module/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/trainer_options.h"
+#include "tensor/tensor.h"
 
 namespace tandem::data { class DataLoader; }
 

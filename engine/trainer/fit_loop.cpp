@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/trainer/trainer.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/strategy.h"
 
 namespace tandem::trainer {
@@ -174,20 +174,6 @@ void LoggerConnector::clear() {
   callback_metrics_.clear();
   progress_bar_metrics_.clear();
   logged_metrics_.clear();
-}
-
-void LoggerConnector::begin_deferring() {
-  deferring_ = true;
-  deferred_.clear();
-}
-
-std::vector<LoggerConnector::DeferredValue> LoggerConnector::end_deferring() {
-  deferring_ = false;
-  return std::move(deferred_);
-}
-
-void LoggerConnector::log_deferred(const std::vector<DeferredValue>& values) {
-  for (const DeferredValue& v : values) log(v.name, v.tensor.defined() ? v.tensor.item() : v.number, v.options);
 }
 
 }  // namespace tandem::trainer

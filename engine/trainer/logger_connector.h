@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/trainer/lightning_module.h"
+#include "engine/module/metrics_sink.h"
 
 namespace tandem { class Strategy; }
 
@@ -36,7 +36,7 @@ enum class LogHook {
   EvaluationEpoch,    // on_validation/test_epoch_start/end: on_epoch
 };
 
-class LoggerConnector {
+class LoggerConnector : public MetricsSink {
  public:
   using Metrics = std::map<std::string, double>;
 
@@ -47,24 +47,10 @@ class LoggerConnector {
   void set_batch_size(int64_t batch_size) { batch_size_ = batch_size; }
   RunningStage stage() const { return stage_; }
 
-  // Records one value. Throws ValueError for names already used with other options in this
-  // epoch, or values that are not finite numbers are still recorded (NaN shows up as nan).
-  void log(const std::string& name, double value, const LogOptions& options);
-
-  // CUDA graph steps (cuda_graph_step.h): between begin_deferring and end_deferring, log calls
-  // are recorded instead of applied, tensors without reading them on the host; log_deferred
-  // applies a recording after the step (reading each tensor then), and again after every replay.
-  struct DeferredValue {
-    std::string name;
-    Tensor tensor;        // a one-element tensor, or undefined when a number was logged
-    double number = 0.0;
-    LogOptions options;
-  };
-  void begin_deferring();
-  std::vector<DeferredValue> end_deferring();
-  bool deferring() const { return deferring_; }
-  void defer(DeferredValue value) { deferred_.push_back(std::move(value)); }
-  void log_deferred(const std::vector<DeferredValue>& values);
+  // Records one value (what CUDA graph steps defer: MetricsSink). Throws ValueError for names
+  // already used with other options in this epoch; values that are not finite numbers are still
+  // recorded (NaN shows up as nan).
+  void log(const std::string& name, double value, const LogOptions& options) override;
 
   // Starts a stage's epoch: forgets its previous step and epoch aggregates.
   void begin_epoch(RunningStage stage);
@@ -113,8 +99,6 @@ class LoggerConnector {
   LogHook hook_ = LogHook::None;
   int64_t batch_size_ = 1;
   std::map<RunningStage, StageResults> stages_;
-  bool deferring_ = false;
-  std::vector<DeferredValue> deferred_;
   Metrics callback_metrics_, progress_bar_metrics_, logged_metrics_;
 };
 

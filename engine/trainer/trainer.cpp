@@ -5,18 +5,18 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "collectives/communicator.h"
 #include "collectives/rank_failure.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
-#include "kernels/backend.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
 #include "engine/trainer/callbacks/progress_bar.h"
 #include "engine/trainer/job_failure.h"
+#include "kernels/backend.h"
 
 namespace tandem::trainer {
 
@@ -176,7 +176,7 @@ std::optional<int> Trainer::logger_version() {
 void Trainer::attach(LightningModule& model, data::DataModule& datamodule, const std::string& stage) {
   module_ = &model;
   datamodule_ = &datamodule;
-  model.attach_trainer(this);
+  model.attach_host(this);
   strategy_->setup_module(model);
   // Before the callbacks' setup: ModelCheckpoint puts its directory under log_dir(). predict
   // logs nothing, so it claims no version directory.

@@ -22,19 +22,19 @@
 #include <vector>
 
 #include "engine/data/data_module.h"
+#include "engine/module/lightning_module.h"
+#include "engine/strategies/cuda_graph_step.h"
 #include "engine/strategies/execution_plan.h"
+#include "engine/strategies/grad_scaler.h"
+#include "engine/strategies/strategy.h"
 #include "engine/trainer/callback.h"
 #include "engine/trainer/checkpoint_connector.h"
 #include "engine/trainer/csv_logger.h"
-#include "engine/trainer/cuda_graph_step.h"
 #include "engine/trainer/evaluation_loop.h"
 #include "engine/trainer/fit_loop.h"
-#include "engine/trainer/lightning_module.h"
 #include "engine/trainer/logger_connector.h"
 #include "engine/trainer/step_watchdog.h"
 #include "engine/trainer/trainer_options.h"
-#include "engine/trainer/grad_scaler.h"
-#include "engine/strategies/strategy.h"
 
 namespace tandem::data { class DataLoader; }
 
@@ -64,7 +64,8 @@ struct FitProgress {
 // `tandem fit` after training), one row per name in name order.
 std::string metrics_table(const std::string& title, const std::map<std::string, double>& metrics);
 
-class Trainer {
+// The Trainer is the ModuleHost of the module it runs (privately: the module's view of it).
+class Trainer : private ModuleHost {
  public:
   using Metrics = std::map<std::string, double>;
 
@@ -119,10 +120,10 @@ class Trainer {
   Strategy& strategy() { return *strategy_; }
   int world_size() const { return strategy_->world_size(); }
   int global_rank() const { return strategy_->global_rank(); }
-  bool is_global_zero() const { return strategy_->is_global_zero(); }
+  bool is_global_zero() const override { return strategy_->is_global_zero(); }
 
-  int64_t current_epoch() const { return progress_.epoch; }
-  int64_t global_step() const { return progress_.global_step; }
+  int64_t current_epoch() const override { return progress_.epoch; }
+  int64_t global_step() const override { return progress_.global_step; }
   const FitProgress& fit_progress() const { return progress_; }
   int64_t max_epochs() const { return max_epochs_; }       // -1: no limit
   int64_t max_steps() const { return options_.max_steps; }
@@ -167,10 +168,15 @@ class Trainer {
   // Sends metrics straight to the loggers at the loggers' current step (LearningRateMonitor).
   void log_to_loggers(const Metrics& metrics);
 
-  // Called by LightningModule::log.
+  // Where LightningModule::log goes (the module's ModuleHost::metrics()).
   LoggerConnector& logger_connector() { return logger_connector_; }
 
  private:
+  // ModuleHost: what the attached module asks of its Trainer.
+  MetricsSink& metrics() override { return logger_connector_; }
+  Tensor all_gather(const Tensor& tensor) override { return strategy_->all_gather(tensor); }
+  Trainer* trainer() override { return this; }
+
   friend class FitLoop;
   friend class EvaluationLoop;
   friend class CheckpointConnector;

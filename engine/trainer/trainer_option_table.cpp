@@ -5,14 +5,14 @@
 #include <tuple>
 #include <type_traits>
 
+#include "base/error.h"
+#include "base/named_registry.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/accelerators/named_registry.h"
 #include "engine/accelerators/precision.h"
 #include "engine/config/class_section.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
-#include "engine/core/error.h"
 #include "engine/trainer/callbacks/callback_config.h"
+#include "engine/trainer/trainer_section.h"
 
 namespace tandem::trainer {
 

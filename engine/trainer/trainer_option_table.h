@@ -1,6 +1,6 @@
 // The trainer options' one description: a row per `--trainer.<key>` option with its key, the
 // TrainerOptions member it fills, its kind, its default (the member's default), its help line
-// and its check. The config section (engine/config/trainer_section.cpp), reading a resolved
+// and its check. The config section (engine/trainer/trainer_section.cpp), reading a resolved
 // config into TrainerOptions and validate_trainer_options (trainer_options.cpp) all run from
 // these rows, so an option is written once.
 #pragma once

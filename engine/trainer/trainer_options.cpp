@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/core/error.h"
 #include "engine/trainer/trainer_option_table.h"
 
 namespace tandem::trainer {

@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/tensor/philox.h"
+#include "base/philox.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm/cpu_isa.h"
 #include "kernels/cpu/gemm_serial.h"

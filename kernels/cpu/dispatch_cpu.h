@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/core/error.h"
-#include "engine/tensor/dtype.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "kernels/cpu/thread_pool.h"
 
 #define TANDEM_TYPE(tag) typename decltype(tag)::type

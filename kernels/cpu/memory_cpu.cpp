@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/host_allocator.h"
 

@@ -2,7 +2,7 @@
 // embedding gather/scatter.
 #include <cstring>
 
-#include "engine/tensor/philox.h"
+#include "base/philox.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace tandem {

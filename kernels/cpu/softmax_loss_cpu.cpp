@@ -1,6 +1,6 @@
 // The softmax family on the CPU, rows of length cols: softmax / log_softmax and their backward
 // (each row's max subtracted first; sums in double), and the per-row negative log-likelihood
-// pieces that nll_loss and cross_entropy are built from (engine/ops/softmax_loss.cpp).
+// pieces that nll_loss and cross_entropy are built from (tensor/ops/softmax_loss.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::cpu {
 

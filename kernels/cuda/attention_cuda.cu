@@ -31,7 +31,7 @@
 
 #include <string>
 
-#include "engine/tensor/philox.h"
+#include "base/philox.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/norm_common.cuh"

@@ -1,5 +1,5 @@
 // Built only without CUDA: asking for a CUDA tensor says how to get one.
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_backend.h"
 
 namespace tandem {

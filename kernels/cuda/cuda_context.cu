@@ -3,7 +3,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
 

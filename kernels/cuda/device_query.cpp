@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/caching_allocator.h"
 
 namespace tandem::cuda {

@@ -1,6 +1,6 @@
 // device_query for builds without CUDA: there are no devices, and anything that needs one
 // says so plainly instead of failing somewhere deeper.
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/device_query.h"
 
 namespace tandem::cuda {

@@ -23,7 +23,7 @@ using cuda::elementwise::pack_width;
 using cuda::elementwise::store_pack;
 
 // Device storage of each dtype; float16/bfloat16 stay raw bits so conversions can match the
-// CPU's bit manipulations (engine/tensor/dtype.cpp).
+// CPU's bit manipulations (base/dtype.cpp).
 template <DType D> struct StorageOf;
 template <> struct StorageOf<DType::Float32> { using type = float; };
 template <> struct StorageOf<DType::Float64> { using type = double; };

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace tandem::gemm_lt {
 

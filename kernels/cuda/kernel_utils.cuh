@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
-#include "engine/tensor/dtype.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/launch.cuh"

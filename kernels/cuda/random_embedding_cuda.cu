@@ -1,6 +1,6 @@
 // Random fills, dropout and embedding on CUDA.
 //
-// Random numbers come from engine/tensor/philox.h, the same header the CPU uses: element i of a
+// Random numbers come from base/philox.h, the same header the CPU uses: element i of a
 // draw at (seed, offset) takes lane i % 4 of Philox block offset + i / 4. Here one thread
 // computes one Philox block and writes its 4 elements, so each block of 4 costs one Philox
 // evaluation (the CPU evaluates it per element). Uniforms are exact 24-bit fractions, normals
@@ -24,7 +24,7 @@
 #include <climits>
 #include <string>
 
-#include "engine/tensor/philox.h"
+#include "base/philox.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/norm_common.cuh"
 #include "kernels/cuda/step_graph.h"

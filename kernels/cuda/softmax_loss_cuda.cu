@@ -1,5 +1,5 @@
 // CUDA softmax / log_softmax (forward and backward, rows of length cols) and the per-row
-// negative log-likelihood pieces that cross_entropy and nll_loss are built from (engine/ops/
+// negative log-likelihood pieces that cross_entropy and nll_loss are built from (tensor/ops/
 // softmax_loss.cpp: cross_entropy = log_softmax over the class dim + nll_rows, with
 // [N, C, d1, ...] inputs moved to [N * d1 * ..., C] rows first).
 //

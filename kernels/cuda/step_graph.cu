@@ -5,7 +5,7 @@
 #include <atomic>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_context.h"

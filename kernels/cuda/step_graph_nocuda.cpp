@@ -1,5 +1,5 @@
 // StepGraph for builds without CUDA: nothing to capture; the counters stay at zero.
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/step_graph.h"
 
 namespace tandem::cuda {

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/edit_distance.h"
+#include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/config/edit_distance.h"
-#include "engine/config/trainer_section.h"
-#include "engine/core/error.h"
+#include "engine/trainer/trainer_section.h"
 #include "tests/accelerators/expect_error.h"
 
 using tandem::ConfigError;

@@ -5,11 +5,11 @@
 #include <ctime>
 #include <thread>
 
+#include "base/error.h"
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 #include "tests/accelerators/expect_error.h"
 #include "tests/accelerators/scoped_env.h"
 

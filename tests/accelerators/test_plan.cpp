@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/cluster_environment.h"
 #include "engine/strategies/execution_plan.h"
 #include "tests/accelerators/expect_error.h"

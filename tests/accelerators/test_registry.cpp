@@ -2,17 +2,17 @@
 // accelerator registered by a user program.
 #include <gtest/gtest.h>
 
+#include "apps/examples/xpu/xpu_accelerator.h"
+#include "base/error.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/accelerators/cpu_accelerator.h"
 #include "engine/accelerators/cuda_accelerator.h"
 #include "engine/accelerators/precision.h"
-#include "engine/core/error.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/strategies/strategy.h"
-#include "tests/accelerators/expect_error.h"
 #include "kernels/cuda/device_query.h"
+#include "tests/accelerators/expect_error.h"
 #include "tests/accelerators/scoped_env.h"
-#include "apps/examples/xpu/xpu_accelerator.h"
 
 using tandem::ConfigError;
 
@@ -54,6 +54,29 @@ TEST(AcceleratorRegistry, DefaultParamsAndOverrides) {
 TEST(AcceleratorRegistry, UnknownListsRegistered) {
   expect_error<ConfigError>([] { tandem::select_accelerator("tpu"); },
                             {"unknown accelerator 'tpu'", "auto", "gpu (= cuda)", "cpu, cuda"});
+}
+
+// A typo of a registered name or option is answered with the closest one, from the registry.
+TEST(AcceleratorRegistry, TyposSuggestTheClosestNameAndOption) {
+  expect_error<ConfigError>([] { tandem::select_accelerator("cdua"); },
+                            {"unknown accelerator 'cdua' (did you mean 'cuda'?)", "cpu, cuda"});
+  tandem::AcceleratorRegistry registry;
+  xpu_example::register_xpu(registry);
+  expect_error<ConfigError>([&] { registry.create("xpu", {{"device_cont", "8"}}); },
+                            {"has no option 'device_cont' (given device_cont=8) (did you mean 'device_count'?)"});
+  expect_error<ConfigError>([&] { registry.get("xpv"); },
+                            {"unknown accelerator 'xpv' (did you mean 'xpu'?); registered accelerators: xpu"});
+  // Nothing close: no guess, only the list.
+  const std::string far = [] {
+    try {
+      tandem::select_accelerator("quantum_annealer");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(far.find("unknown accelerator 'quantum_annealer'; choose auto"), std::string::npos) << far;
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
 }
 
 TEST(AcceleratorSelection, AutoPicksCudaWhenPresent) {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/communicator_factory.h"
-#include "engine/core/error.h"
 
 using namespace tandem;
 using namespace tandem::collectives;

@@ -1,9 +1,9 @@
 // LocalCommunicator semantics and the backend factory; needs no MPI and runs without mpirun.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/local_communicator.h"
-#include "engine/core/error.h"
 
 using namespace tandem;
 using namespace tandem::collectives;

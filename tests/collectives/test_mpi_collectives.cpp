@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "collectives/collective_checks.h"
-#include "engine/core/error.h"
 #include "mpi_test_world.h"
 
 using namespace tandem;

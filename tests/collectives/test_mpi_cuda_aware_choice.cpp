@@ -4,8 +4,8 @@
 
 #include <string>
 
+#include "base/error.h"
 #include "collectives/mpi_cuda_aware.h"
-#include "engine/core/error.h"
 
 namespace tandem::collectives {
 namespace {

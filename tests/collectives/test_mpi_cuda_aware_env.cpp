@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/mpi/mpi_runtime.h"
 #include "collectives/mpi_cuda_aware.h"
-#include "engine/core/error.h"
 
 using namespace tandem;
 using namespace tandem::collectives;

@@ -7,11 +7,11 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/local_communicator.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/mpi/mpi_runtime.h"
-#include "engine/core/error.h"
 #include "mpi_test_world.h"
 
 using namespace tandem;

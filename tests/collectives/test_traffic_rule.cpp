@@ -2,8 +2,8 @@
 // counters (a world of one sends nothing, but its calls are counted). No MPI needed.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "collectives/local_communicator.h"
-#include "engine/core/error.h"
 
 using namespace tandem;
 using namespace tandem::collectives;

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <thread>
 
+#include "base/error.h"
 #include "data_test_util.h"
-#include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/tensor_dataset.h"
 #include "kernels/pinned_host.h"

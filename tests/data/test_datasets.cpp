@@ -5,7 +5,7 @@
 #include <numeric>
 #include <set>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/sampler.h"
 #include "engine/data/tensor_dataset.h"
 #include "tests/accelerators/expect_error.h"

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include "base/error.h"
 #include "data_test_util.h"
-#include "engine/core/error.h"
 #include "engine/data/fashion_mnist.h"
 #include "tests/accelerators/expect_error.h"
 

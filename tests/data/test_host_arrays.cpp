@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/host_array_data_module.h"
 #include "tests/accelerators/expect_error.h"
 

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
+#include "base/error.h"
 #include "data_test_util.h"
-#include "engine/core/error.h"
 #include "engine/data/idx_reader.h"
 #include "tests/accelerators/expect_error.h"
 

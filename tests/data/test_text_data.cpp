@@ -7,8 +7,8 @@
 #include <fstream>
 #include <set>
 
+#include "base/error.h"
 #include "data_test_util.h"
-#include "engine/core/error.h"
 #include "engine/data/text_data.h"
 
 using namespace tandem;

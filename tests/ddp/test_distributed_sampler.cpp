@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/data/sampler.h"
 

@@ -10,8 +10,8 @@
 
 #include "collectives/mpi/host_comm.h"
 #include "engine/data/host_array_data_module.h"
-#include "engine/tensor/generator.h"
 #include "mpi_test_world.h"
+#include "tensor/generator.h"
 #include "tests/accelerators/expect_error.h"
 #include "trainer_test_util.h"
 

@@ -4,11 +4,11 @@
 // a different order on different ranks, and the different-models error.
 #include <gtest/gtest.h>
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/strategies/reducer.h"
 #include "mpi_test_world.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "apps/tandem/run_config.h"
+#include "base/error.h"
 #include "engine/config/data_section.h"
-#include "engine/core/error.h"
 #include "engine/trainer/trainer_options.h"
 #include "models/registry.h"
 #include "tests/fuzz/fuzz_input.h"

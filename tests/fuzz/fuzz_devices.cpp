@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

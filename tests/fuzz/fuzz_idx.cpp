@@ -3,7 +3,7 @@
 // Allowed outcome besides success: DataError. A success must hold exactly prod(dims) bytes.
 #include <cstdint>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/idx_reader.h"
 #include "tests/fuzz/fuzz_input.h"
 

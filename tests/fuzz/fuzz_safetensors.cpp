@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/safetensors.h"
 #include "tests/fuzz/fuzz_input.h"
 

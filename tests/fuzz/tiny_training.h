@@ -6,18 +6,18 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/callbacks/early_stopping.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::fuzz {
 

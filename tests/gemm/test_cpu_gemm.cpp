@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm/sgemm_packed.h"
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/thread_pool.h"
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "gpu_test_skip.h"
-#include "engine/tensor/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/tensor.h"
 
 namespace tandem::testing {
 

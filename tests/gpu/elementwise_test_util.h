@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "gpu_test_skip.h"
-#include "engine/ops/ops.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 // In their own namespace: test_cuda_backend links every tests/gpu/test_cuda_*.cpp, and other
 // families' helper headers define similar names in tandem::testing.

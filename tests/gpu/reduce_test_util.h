@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::testing::reduce_family {
 

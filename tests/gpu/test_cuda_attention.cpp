@@ -16,12 +16,12 @@
 #include <random>
 #include <string>
 
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
+#include "base/error.h"
 #include "cuda_family_test_util.h"
 #include "gpu_test_skip.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 namespace {

@@ -5,12 +5,12 @@
 // cases) in test_cuda_<family>.cpp beside this file.
 #include <gtest/gtest.h>
 
-#include "gpu_test_skip.h"
 #include "../ops/op_harness.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
+#include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 namespace {

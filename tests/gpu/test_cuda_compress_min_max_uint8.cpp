@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "base/error.h"
 #include "cuda_family_test_util.h"
-#include "engine/core/error.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
 #include "kernels/min_max_uint8_layout.h"
 

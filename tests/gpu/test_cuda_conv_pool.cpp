@@ -9,11 +9,11 @@
 // grid pass covers, and empty batches. The GPU kernels visit windows and add gradients in the
 // CPU's order, so float32 and float64 results are compared for exact equality;
 // float16/bfloat16 against the CPU's float32 result on the same rounded inputs.
+#include "base/error.h"
 #include "cuda_family_test_util.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
 #include "gemm_conv_test_util.h"
 #include "gpu_test_skip.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing::gemm_conv {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <vector>
 
-#include "engine/ops/ops.h"
 #include "gpu_test_skip.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

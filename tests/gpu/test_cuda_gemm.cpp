@@ -9,8 +9,8 @@
 #include "gpu_test_skip.h"
 #include "gemm_conv_test_util.h"
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing::gemm_conv {
 namespace {

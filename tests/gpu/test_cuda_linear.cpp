@@ -19,7 +19,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/linear_epilogue.h"
 #endif

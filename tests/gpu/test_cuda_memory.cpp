@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda_family_test_util.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 namespace {

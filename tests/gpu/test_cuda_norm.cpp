@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cuda_family_test_util.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
 
 namespace tandem::testing {
 namespace {

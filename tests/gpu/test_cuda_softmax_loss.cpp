@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "gpu_test_skip.h"
-#include "reduce_test_util.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_query.h"
+#include "reduce_test_util.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing::reduce_family {
 namespace {

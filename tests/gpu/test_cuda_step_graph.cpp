@@ -10,12 +10,12 @@
 
 #include <cmath>
 
-#include "gpu_test_skip.h"
 #include "../trainer/trainer_test_util.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
+#include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/step_graph.h"
+#include "tensor/ops/ops.h"
 #include "tests/accelerators/expect_error.h"
 #if TANDEM_CUDA_EMULATION
 #include "kernels/cuda/emulation/fault_injection.h"

@@ -7,14 +7,14 @@
 #include <cmath>
 #include <random>
 
-#include "gpu_test_skip.h"
 #include "../trainer/trainer_test_util.h"
+#include "base/error.h"
 #include "engine/accelerators/cuda_accelerator.h"
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
+#include "gpu_test_skip.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::trainer::testing {
 namespace {

@@ -25,7 +25,8 @@ set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 foreach(file lib/cmake/tandem/tandemConfig.cmake lib/cmake/tandem/tandemConfigVersion.cmake
-             lib/cmake/tandem/tandemTargets.cmake include/tandem/engine/nn/nn.h include/tandem/capi/tandem.h bin/tandem)
+             lib/cmake/tandem/tandemTargets.cmake include/tandem/engine/nn/nn.h include/tandem/capi/tandem.h
+             include/tandem/base/error.h include/tandem/tensor/ops/ops.h bin/tandem)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "cmake --install did not install ${file} under ${prefix}")
   endif()

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 #include "tests/accelerators/expect_error.h"
 
 namespace tandem::test {

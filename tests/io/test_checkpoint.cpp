@@ -4,16 +4,16 @@
 
 #include <filesystem>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/safetensors_format.h"
 #include "engine/nn/nn.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/sgd.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/checkpoint.h"
 #include "io_test_util.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 using tandem::test::expect_error;

@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/atomic_file.h"
 #include "io_test_util.h"
 

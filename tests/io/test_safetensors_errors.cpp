@@ -7,7 +7,7 @@
 #include <csignal>
 #include <filesystem>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/io/safetensors.h"
 #include "io_test_util.h"
 

@@ -3,7 +3,7 @@
 //
 //   check_sizes <tree> <allow-list>
 //
-// Reads every .h/.cpp/.c/.cu/.cuh file under <tree>/{engine,kernels,collectives,models,capi,apps};
+// Reads every .h/.cpp/.c/.cu/.cuh file under <tree>/{base,kernels,tensor,collectives,engine,models,capi,apps};
 // .def lists (kernels/kernel_list.def) are data, not code, and are not read. A function is a
 // brace block opened at file, namespace or class scope whose header (the code since the last
 // ';', '{' or '}') has a parameter list: it ends with ')' after any trailing const, override,
@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
   };
 
   std::vector<fs::path> files;
-  for (const char* folder : {"engine", "kernels", "collectives", "models", "capi", "apps"}) {
+  for (const char* folder : {"base", "kernels", "tensor", "collectives", "engine", "models", "capi", "apps"}) {
     if (!fs::is_directory(root / folder)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
       const std::string ext = entry.path().extension().string();

@@ -15,14 +15,14 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
 #include "models/gpt.h"
 #include "models/registry.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::models;

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/safetensors.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/checkpoint.h"
 #include "models/gpt.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

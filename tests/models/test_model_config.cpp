@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/config/config_args.h"
 #include "engine/config/optimizer_section.h"
-#include "engine/core/error.h"
 #include "expect_error.h"
 #include "models/cnn.h"
 #include "models/mlp.h"

@@ -11,17 +11,17 @@
 #include <filesystem>
 #include <set>
 
-#include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
-#include "engine/optim/adam.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
-#include "engine/tensor/generator.h"
+#include "engine/nn/nn.h"
+#include "engine/optim/adam.h"
 #include "engine/trainer/trainer.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::models;

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::nn;

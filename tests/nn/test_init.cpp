@@ -5,9 +5,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 using namespace tandem::nn;

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::nn;

@@ -1,7 +1,7 @@
 // Module bookkeeping: names in registration order, traversal, mode, placement, errors.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"

@@ -1,9 +1,9 @@
 // state_dict names and shapes as PyTorch names them, round trips, and every load error.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/nn/nn.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
 
 using namespace tandem;
 using namespace tandem::nn;

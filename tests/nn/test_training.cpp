@@ -5,9 +5,9 @@
 #include <map>
 
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/optim.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 using namespace tandem::nn;

@@ -1,9 +1,9 @@
 // The op table: one entry per op (and per interesting variant). Shapes are drawn per seed;
 // values avoid the kinks of non-smooth ops only by being continuous random draws.
-#include "engine/tensor/generator.h"
 #include "kernels/backend.h"
 #include "kernels/min_max_uint8_layout.h"
 #include "op_harness.h"
+#include "tensor/generator.h"
 
 namespace tandem::testing {
 

@@ -4,8 +4,8 @@
 #include <stdexcept>
 
 #include "counting_backend.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/tensor/generator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/generator.h"
 
 namespace tandem::testing {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/ops.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::testing {
 

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/tensor/generator.h"
-#include "engine/tensor/philox.h"
-#include "op_harness.h"
+#include "base/error.h"
+#include "base/philox.h"
 #include "kernels/cpu/thread_pool.h"
+#include "op_harness.h"
+#include "tensor/generator.h"
+#include "tensor/ops/autocast.h"
 
 namespace tandem::testing {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "engine/tensor/generator.h"
 #include "op_harness.h"
+#include "tensor/generator.h"
 
 namespace tandem::testing {
 namespace {

@@ -1,9 +1,9 @@
 // Every op error path: a typed exception whose message names what was wrong.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
-#include "engine/ops/host_checks.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
+#include "tensor/ops/host_checks.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

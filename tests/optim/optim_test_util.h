@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::test {
 

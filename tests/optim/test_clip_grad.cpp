@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/optim/clip_grad.h"
 #include "optim_test_util.h"
 

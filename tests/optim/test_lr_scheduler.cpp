@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/sgd.h"
 #include "optim_test_util.h"

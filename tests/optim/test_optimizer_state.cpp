@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 #include "optim_test_util.h"

@@ -5,12 +5,12 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"
 #include "optim_test_util.h"
 #include "expect_near_all.h"
+#include "tensor/ops/ops.h"
 
 using tandem::testing::expect_near_all;
 

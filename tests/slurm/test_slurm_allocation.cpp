@@ -11,7 +11,7 @@
 #include <fstream>
 #include <map>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/cluster_environment.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/trainer/callbacks/slurm_requeue.h"

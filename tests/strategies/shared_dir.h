@@ -8,7 +8,7 @@
 #include <string>
 
 #include "collectives/communicator.h"
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::trainer::testing {
 

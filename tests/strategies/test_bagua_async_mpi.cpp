@@ -13,12 +13,12 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error.h"
 #include "collectives/communicator_factory.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "kernels/cuda/device_query.h"
 #include "mpi_test_world.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::bagua {
 namespace {

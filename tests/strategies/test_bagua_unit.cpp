@@ -17,14 +17,14 @@
 #include <random>
 #include <set>
 
+#include "base/error.h"
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
-#include "engine/core/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/bagua_strategy.h"
 #include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/min_max_uint8.h"
 #include "engine/strategies/strategy.h"
+#include "engine/trainer/trainer_section.h"
 
 namespace tandem::bagua {
 namespace {
@@ -237,6 +237,13 @@ void expect_refused(const std::string& name, const InitParams& options, const st
                     int devices = 2) {
   const std::string message = config_error([&] { choose(name, options, devices); });
   for (const auto& w : words) EXPECT_NE(message.find(w), std::string::npos) << "missing '" << w << "' in: " << message;
+}
+
+// Typos of a strategy, an algorithm or an option are answered with the closest registered one.
+TEST(BaguaOptions, TyposSuggestTheClosestRegisteredName) {
+  expect_refused("ddpp", {}, {"unknown strategy 'ddpp' (did you mean 'ddp'?)", "choose auto or a registered strategy"});
+  expect_refused("bagua", {{"algorithm", "bytgrad"}}, {"unknown algorithm 'bytgrad' (did you mean 'bytegrad'?)"});
+  expect_refused("bagua", {{"algoritm", "bytegrad"}}, {"has no option 'algoritm'", "(did you mean 'algorithm'?)"});
 }
 
 TEST(BaguaOptions, RegistryBuildsEachAlgorithmAndRefusesWhatItDoesNotTake) {

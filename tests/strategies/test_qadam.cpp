@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/qadam.h"
 

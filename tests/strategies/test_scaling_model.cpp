@@ -3,7 +3,7 @@
 // backward.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/scaling_model.h"
 
 namespace tandem::scaling {

@@ -3,9 +3,9 @@
 // ordinary host memory; tests/gpu/test_cuda_pinned.cpp covers the page-locked case.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "kernels/cuda/device_query.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

@@ -17,11 +17,11 @@
 #include <new>
 
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
 #include "kernels/cpu/host_allocator.h"
 #include "models/gpt.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace {
 std::atomic<int64_t> g_news{0};

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
-#include "engine/tensor/philox.h"
+#include "base/error.h"
+#include "base/philox.h"
 #include "kernels/backend.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem {
 namespace {

@@ -1,4 +1,4 @@
-// bf16-mixed on the CPU (engine/ops/autocast.h): matmul, linear and conv2d round their float32
+// bf16-mixed on the CPU (tensor/ops/autocast.h): matmul, linear and conv2d round their float32
 // operands and their output to bfloat16, as torch's CPU autocast computes them (bfloat16 inputs,
 // float32 accumulation, bfloat16 output); gradients through the rounding are rounded too; the
 // Trainer trains float32 master weights close to a float32 run; plan and fit agree.
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 #include "trainer_test_util.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
 
 namespace tandem::trainer::testing {
 namespace {

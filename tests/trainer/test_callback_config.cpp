@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
 #include "engine/trainer/callbacks/callback_config.h"
 #include "engine/trainer/callbacks/early_stopping.h"
 #include "engine/trainer/callbacks/learning_rate_monitor.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/callbacks/model_summary.h"
+#include "engine/trainer/trainer_section.h"
 #include "tests/accelerators/expect_error.h"
 #include "trainer_test_util.h"
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.h"
-#include "engine/ops/autocast.h"
-#include "engine/ops/ops.h"
-#include "engine/trainer/grad_scaler.h"
+#include "base/error.h"
+#include "engine/strategies/grad_scaler.h"
+#include "tensor/ops/autocast.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::trainer {
 namespace {

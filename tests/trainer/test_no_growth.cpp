@@ -7,9 +7,9 @@
 // parameter) shows up as storages that outlive their round.
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/storage.h"
+#include "base/error.h"
+#include "tensor/ops/ops.h"
+#include "tensor/storage.h"
 #include "trainer_test_util.h"
 
 namespace tandem::trainer {

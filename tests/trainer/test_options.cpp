@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/config/config_args.h"
-#include "engine/config/trainer_section.h"
+#include "engine/trainer/trainer_section.h"
 #include "tests/accelerators/expect_error.h"
 #include "tests/accelerators/scoped_env.h"
 #include "trainer_test_util.h"

@@ -22,8 +22,8 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/sgd.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
+#include "tensor/generator.h"
 
 namespace tandem::trainer::testing {
 

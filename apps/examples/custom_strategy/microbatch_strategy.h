@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/strategies/strategy.h"
+#include "tensor/ops/ops.h"
 
 namespace microbatch_example {
 

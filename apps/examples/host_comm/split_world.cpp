@@ -24,13 +24,13 @@
 
 #include <stdlib.h>  // mkdtemp
 
+#include "base/error.h"
 #include "collectives/mpi/host_comm.h"
-#include "engine/core/error.h"
 #include "engine/data/host_array_data_module.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor/generator.h"
 #include "engine/trainer/trainer.h"
 #include "models/mlp.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 using namespace tandem;
 

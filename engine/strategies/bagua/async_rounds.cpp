@@ -1,6 +1,6 @@
 #include "engine/strategies/bagua/async_rounds.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::bagua {
 

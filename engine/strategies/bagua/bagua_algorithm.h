@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "base/named_registry.h"
 #include "collectives/communicator.h"
-#include "engine/accelerators/named_registry.h"
 #include "engine/optim/optimizer.h"
 #include "engine/strategies/optimizer_requirement.h"
 #include "engine/strategies/reducer.h"

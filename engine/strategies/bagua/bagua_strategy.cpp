@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem {
 
@@ -18,7 +18,8 @@ BaguaStrategy::BaguaStrategy(const InitParams& params) {
   const auto& registry = bagua::bagua_algorithm_registry();
   const std::string algorithm = params.count("algorithm") ? params.at("algorithm") : "gradient_allreduce";
   if (!registry.contains(algorithm)) {
-    throw ConfigError("strategy=bagua: unknown algorithm '" + algorithm + "'; choose one of: " + registry.joined_names());
+    throw ConfigError("strategy=bagua: unknown algorithm '" + algorithm + "'" + registry.did_you_mean(algorithm) +
+                      "; choose one of: " + registry.joined_names());
   }
   InitParams given;
   for (const auto& [key, value] : params) {

@@ -1,8 +1,8 @@
 // The registry of built-in bagua algorithms and the option parsers they share.
 #include <algorithm>
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 
 namespace tandem::bagua {

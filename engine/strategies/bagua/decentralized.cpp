@@ -1,8 +1,8 @@
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/point_to_point.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::bagua {
 

@@ -1,4 +1,4 @@
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/compressed_average.h"
 #include "engine/strategies/bagua/min_max_uint8.h"

@@ -1,9 +1,9 @@
 #include "engine/strategies/bagua/min_max_uint8.h"
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/backend.h"
 #include "kernels/min_max_uint8_layout.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace tandem::bagua {
 

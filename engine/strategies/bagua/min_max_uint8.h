@@ -21,7 +21,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/tensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace tandem::bagua {
 

@@ -1,8 +1,8 @@
 #include "engine/strategies/bagua/point_to_point.h"
 
-#include "engine/autograd/grad_mode.h"
-#include "engine/core/error.h"
-#include "engine/ops/ops.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/ops.h"
 
 namespace tandem::bagua {
 

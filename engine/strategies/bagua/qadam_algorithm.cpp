@@ -1,4 +1,4 @@
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/optim/qadam.h"
 #include "engine/strategies/bagua/algorithms.h"
 #include "engine/strategies/bagua/compressed_average.h"

@@ -4,8 +4,8 @@
 #include <limits>
 #include <string>
 
-#include "engine/accelerators/named_registry.h"
-#include "engine/core/error.h"
+#include "base/error.h"
+#include "base/named_registry.h"
 #include "engine/trainer/callbacks/early_stopping.h"
 #include "engine/trainer/callbacks/learning_rate_monitor.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"

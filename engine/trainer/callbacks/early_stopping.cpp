@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/core/error.h"
-#include "engine/core/json_integer.h"
+#include "base/error.h"
+#include "base/json_integer.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {

@@ -1,6 +1,6 @@
 #include "engine/trainer/callbacks/learning_rate_monitor.h"
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/trainer/trainer.h"
 
 namespace tandem::trainer {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "engine/trainer/checkpoint.h"
 #include "engine/trainer/trainer.h"
 

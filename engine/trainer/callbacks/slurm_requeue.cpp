@@ -10,8 +10,8 @@
 #include <iostream>
 #include <map>
 
+#include "base/error.h"
 #include "engine/accelerators/device_parsing.h"
-#include "engine/core/error.h"
 #include "engine/trainer/trainer.h"
 
 extern char** environ;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 
 namespace tandem::cpu {
 

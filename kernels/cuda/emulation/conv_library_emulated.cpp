@@ -3,7 +3,7 @@
 // rounded once (see library_on_cpu.h).
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/conv_library.h"
 #include "kernels/cuda/emulation/library_on_cpu.h"
 

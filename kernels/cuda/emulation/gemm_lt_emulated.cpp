@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/emulation/library_on_cpu.h"
 #include "kernels/cuda/gemm_lt.cuh"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/emulation/stream_capture.h"

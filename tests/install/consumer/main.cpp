@@ -5,9 +5,9 @@
 #include <exception>
 
 #include "engine/nn/nn.h"
-#include "engine/ops/ops.h"
 #include "engine/optim/adam.h"
-#include "engine/tensor/generator.h"
+#include "tensor/generator.h"
+#include "tensor/ops/ops.h"
 
 int main() {
   using namespace tandem;

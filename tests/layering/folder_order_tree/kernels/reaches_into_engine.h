@@ -1,0 +1,2 @@
+// Included by its .cpp from its own folder: allowed.
+#pragma once
