@@ -58,8 +58,8 @@ TEST(AcceleratorRegistry, UnknownListsRegistered) {
 
 // A typo of a registered name or option is answered with the closest one, from the registry.
 TEST(AcceleratorRegistry, TyposSuggestTheClosestNameAndOption) {
-  expect_error<ConfigError>([] { tandem::select_accelerator("cdua"); },
-                            {"unknown accelerator 'cdua' (did you mean 'cuda'?)", "cpu, cuda"});
+  expect_error<ConfigError>([] { tandem::select_accelerator("cudda"); },
+                            {"unknown accelerator 'cudda' (did you mean 'cuda'?)", "cpu, cuda"});
   tandem::AcceleratorRegistry registry;
   xpu_example::register_xpu(registry);
   expect_error<ConfigError>([&] { registry.create("xpu", {{"device_cont", "8"}}); },
