@@ -51,8 +51,9 @@ for target in "${TARGETS[@]}"; do
   echo "$target $path" >> .gpu/targets.txt
 done
 rm .gpu/ninja-targets.tmp
-(cd "$BUILD" && { cut -d' ' -f2 ../.gpu/targets.txt; find . -path ./CMakeFiles -prune -o -name 'libtandem*.so*' -print; } |
-  while read -r f; do mkdir -p "../.gpu/$(dirname "$f")" && cp -P "$f" "../.gpu/$f"; done)
+root=$PWD
+(cd "$BUILD" && { cut -d' ' -f2 "$root/.gpu/targets.txt"; find . -path ./CMakeFiles -prune -o -name 'libtandem*.so*' -print; } |
+  while read -r f; do mkdir -p "$root/.gpu/$(dirname "$f")" && cp -P "$f" "$root/.gpu/$f"; done)
 find .gpu -type f ! -name '*.txt' ! -name BUILT_AT -exec strip --strip-unneeded {} +
 
 # .device/: Open MPI (pack.sh), then the libraries and data beside it.
@@ -88,7 +89,7 @@ cp "$DATA_ROOT"/train-images-idx3-ubyte.gz "$DATA_ROOT"/train-labels-idx1-ubyte.
 
 # What travels: tracked and untracked-not-ignored files, and the two carried folders.
 tree_bytes=$(git ls-files -z --cached --others --exclude-standard |
-  xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  { xargs -0 stat -c %s 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')  # (deleted files: no size)
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
 bytes() { du -sb "$@" | awk '{s += $1} END {print s}'; }
 gpu_bytes=$(bytes .gpu) device_bytes=$(bytes .device)

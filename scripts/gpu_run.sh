@@ -56,10 +56,10 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 GTEST_COLOR=no
 export TANDEM_REQUIRE_GPU=1  # a GPU test that finds no device fails, printing the runtime's reason
 
-collect() {  # failures.txt and logs.tgz as they stand (written aside, then moved in)
+collect() {  # failures.txt and logs.tgz as they stand (written aside, then moved in; no checkpoints)
   grep -h -B2 -A12 'FAILED\|Failure\|ERROR SUMMARY: [1-9]\|Traceback\|failed:' "$LOGS"/*.log > "$LOGS.failures" 2>/dev/null
   mv -f "$LOGS.failures" "$OUT/failures.txt"
-  tar czf "$LOGS.tgz" -C "$LOGS" . && mv -f "$LOGS.tgz" "$OUT/logs.tgz"
+  tar czf "$LOGS.tgz" --exclude='*.safetensors' --exclude='*.ckpt' -C "$LOGS" . && mv -f "$LOGS.tgz" "$OUT/logs.tgz"
 }
 step() {  # step NAME LIMIT_S COMMAND...: runs it under timeout min(LIMIT_S, time left), one summary line
   local name=$1 limit=$2

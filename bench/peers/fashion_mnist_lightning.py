@@ -130,6 +130,7 @@ def main():
     images, labels = load_train(root)
     train_idx, val_idx = tandem_split(len(images), VAL_SIZE, SEED)
     x_all, y_all = torch.from_numpy(images), torch.from_numpy(labels)
+    train_idx, val_idx = torch.tensor(train_idx), torch.tensor(val_idx)
     x_train, y_train = x_all[train_idx].contiguous(), y_all[train_idx].contiguous()
     x_val, y_val = x_all[val_idx].contiguous(), y_all[val_idx].contiguous()
     n_train = len(x_train)
