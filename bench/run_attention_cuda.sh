@@ -4,13 +4,13 @@
 # markdown table with the ratio PyTorch time / Tandem time (goal: >= 0.9).
 #   bench/run_attention_cuda.sh [reps]
 # TANDEM_BUILD_DIR=build-gpu TANDEM_NO_BUILD=1 runs a binary built elsewhere (the lent GPU machine);
-# PYTHON names a python with PyTorch >= 2.0 and CUDA.
+# BENCH names a bench_attention_cuda binary directly; PYTHON a python with PyTorch >= 2.0 and CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${TANDEM_BUILD_DIR:-build}
 [ -n "${TANDEM_NO_BUILD:-}" ] || scripts/build.sh >/dev/null
 REPS=${1:-10}
-tandem_out=$("$BUILD_DIR"/bin/bench_attention_cuda "$REPS")
+tandem_out=$("${BENCH:-$BUILD_DIR/bin/bench_attention_cuda}" "$REPS")
 torch_out=$(${PYTHON:-python3} bench/peers/attention_cuda_torch.py "$REPS")
 ${PYTHON:-python3} - "$tandem_out" "$torch_out" <<'PY'
 import json, sys

@@ -3,14 +3,15 @@
 # vs cuBLAS called directly with the same settings, in one process, timed with CUDA events.
 # Prints a markdown table; the goal is Tandem (backend) >= 0.95 x cuBLAS. A second table times
 # linear with a bias: cuBLASLt's bias epilogue vs the unfused bias copy + GEMM.
-#   bench/run_gemm_cuda.sh [reps]     (TANDEM_ALLOW_TF32=1 to time float32 with TF32 on both sides)
+#   bench/run_gemm_cuda.sh [reps]     (TANDEM_ALLOW_TF32=1 to time float32 with TF32 on both sides;
+#                                      BENCH=path to a bench_gemm_cuda built elsewhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # TANDEM_BUILD_DIR=build-gpu TANDEM_NO_BUILD=1 runs a binary built elsewhere (the lent GPU machine).
 BUILD_DIR=${TANDEM_BUILD_DIR:-build}
 [ -n "${TANDEM_NO_BUILD:-}" ] || scripts/build.sh >/dev/null
 REPS=${1:-20}
-out=$("$BUILD_DIR"/bin/bench_gemm_cuda "$REPS")
+out=$("${BENCH:-$BUILD_DIR/bin/bench_gemm_cuda}" "$REPS")
 ${PYTHON:-python3} - "$out" <<'PY'
 import json, sys
 rows, bias_rows = {}, {}

@@ -4,7 +4,8 @@
 # torch.compile where it runs) on the same GPU in one run, per precision. Prints a markdown table
 # with samples/s, the ratio, and peak device memory of both; "graph" is Tandem with forward and
 # backward replayed from a CUDA graph (what --trainer.cuda_graph=true does), against eager PyTorch.
-#   bench/run_train_step_cuda.sh [steps]   (BENCH=path to bench_mlp_step, PRECISIONS="32-true bf16-mixed")
+#   bench/run_train_step_cuda.sh [steps]   (BENCH=path to bench_mlp_step, PRECISIONS="32-true bf16-mixed",
+#                                           TORCH_COMPILE=0 leaves torch.compile out: its compiles take minutes)
 # Goals: ratio >= 1.5 on the MLP and >= 1.0 on the CNN against eager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,9 @@ for precision in ${PRECISIONS:-32-true bf16-mixed}; do
     t=$("$BENCH" "$batch" "$STEPS" "$model" cuda "$precision")
     g=$("$BENCH" "$batch" "$STEPS" "$model" cuda "$precision" graph || echo '{}')
     e=$($PY bench/peers/mlp_step_torch.py "$batch" "$STEPS" 1 "$model" cuda "$precision" eager)
-    c=$($PY bench/peers/mlp_step_torch.py "$batch" "$STEPS" 1 "$model" cuda "$precision" compile 2>/dev/null || echo '{}')
+    c='{}'
+    [ "${TORCH_COMPILE:-1}" = 0 ] ||
+      c=$($PY bench/peers/mlp_step_torch.py "$batch" "$STEPS" 1 "$model" cuda "$precision" compile 2>/dev/null || echo '{}')
     $PY -c "
 import json, sys
 t, e, c, g = (json.loads(a) for a in sys.argv[1:5])

@@ -16,7 +16,7 @@
 #      is 3 to 10 times slower) fails CI instead of a user's first run (docs/TESTING.md).
 # TANDEM_SANITIZE= (empty) runs the same suite unsanitized at -O3 instead (build-emu/), e.g. to
 # time tests, and skips step 3; TANDEM_SANITIZE=thread runs it under ThreadSanitizer. On a GPU
-# machine, scripts/gpu_run.sh runs the real suite.
+# machine, scripts/gpu_run.sh runs the GPU tests for real (docs/CUDA.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
