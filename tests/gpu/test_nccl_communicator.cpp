@@ -1,4 +1,5 @@
-// The NCCL communicator on the GPU machine (label gpu; skips without a CUDA device): every
+// The NCCL communicator on the GPU machine (label gpu; skips without a CUDA device, fails
+// without one under TANDEM_REQUIRE_GPU=1 as the other GPU tests do): every
 // collective and dtype against the exact expectations of the MPI tests (mpi_test_world.h),
 // counts that do not divide by the world size, in place and out of place, and the errors for
 // host tensors. Runs under mpirun -np 1 (NCCL needs one GPU per rank; the lent machine has one).
@@ -6,6 +7,7 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/nccl/nccl_communicator.h"
+#include "gpu_test_skip.h"
 #include "kernels/cuda/device_query.h"
 #include "mpi_test_world.h"
 
@@ -17,7 +19,7 @@ using mpitest::g_world;
 class Nccl : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::visible_device_count() < 1) GTEST_SKIP() << "no CUDA device: " << cuda::device_count_note();
+    SKIP_WITHOUT_GPU();
     auto* mpi = dynamic_cast<MpiCommunicator*>(g_world.get());
     ASSERT_NE(mpi, nullptr);
     CommOptions o;
