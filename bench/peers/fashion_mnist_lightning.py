@@ -13,14 +13,14 @@ which Tandem's logger follows). Parameter init differs (Tandem's generator is it
 
 usage: fashion_mnist_lightning.py [epochs] [root] [out_dir] [gpu|cpu]
 prints one JSON line: fit_s (trainer.fit's wall time), samples_per_s, val_loss, val_acc."""
-import gzip
 import json
 import os
-import struct
 import sys
 import time
 
 import numpy as np
+
+from fashion_mnist_torch import read_idx  # the same IDX reader as the plain PyTorch twin
 
 MEAN, STD = 0.2860, 0.3530
 BATCH, VAL_SIZE, SEED, LR = 256, 5000, 42, 1e-3
@@ -96,15 +96,6 @@ def tandem_split(n, val_size, seed):
     """random_split(dataset, {n - val_size, val_size}, seed): each part's indices, sorted."""
     order = seeded_shuffle(list(range(n)), seed, MASK64)
     return sorted(order[:n - val_size]), sorted(order[n - val_size:])
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def load_train(root):
