@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "base/error.h"
+#include "base/join.h"
 #include "engine/strategies/mpirun_launcher.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
 #include "engine/trainer/checkpoint.h"
@@ -20,12 +21,6 @@ namespace fs = std::filesystem;
 namespace tandem::cli {
 
 namespace {
-
-std::string joined(const std::vector<std::string>& items, const std::string& separator = " ") {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
 
 // Every size from min to full - 1 that keeps the global batch (full x accumulate divisible by it).
 std::vector<int> global_batch_sizes(int min, int full, int64_t accumulate) {
@@ -174,7 +169,7 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
     for (const auto& entry : fs::directory_iterator(failure_dir, ec)) fs::remove(entry.path(), ec);
     const std::vector<std::string> cmd = job_command(plan, attempt.world, attempt_args(fit_args, attempt, first));
     std::printf("tandem: %s (restart %lld of at most %lld): %s\n", restart == 0 ? "starting the job" : "restarting the job",
-                static_cast<long long>(restart), static_cast<long long>(o.max_restarts), joined(cmd).c_str());
+                static_cast<long long>(restart), static_cast<long long>(o.max_restarts), join(cmd, " ").c_str());
     bool interrupted = false;
     const int code = run_job_and_wait(cmd, {{trainer::kRestartCountVariable, std::to_string(restart)},
                                             {trainer::kFailureDirVariable, failure_dir.string()}},

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/join.h"
 #include "engine/accelerators/accelerator_registry.h"
 #include "engine/config/data_section.h"
 #include "engine/config/optimizer_section.h"
@@ -16,15 +17,9 @@ namespace tandem::cli {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
 // trainer.strategy's one-line help, from the strategy registry (plugins' strategies included).
 std::string strategy_option_help() {
-  return "auto, " + joined(strategy_registry().names()) +
+  return "auto, " + join(strategy_registry().names()) +
          "; with options: --trainer.strategy.<option>=VALUE or {name: bagua, algorithm: bytegrad} (listed below; "
          "docs/STRATEGIES.md)";
 }

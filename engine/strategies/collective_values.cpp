@@ -4,17 +4,15 @@
 
 namespace tandem {
 
-using collectives::ReduceOp;
-
 double reduce_value(collectives::Communicator& comm, Device device, double value, trainer::ReduceFx reduce_fx) {
   if (comm.size() == 1) return value;
   Tensor t = Tensor::scalar(value, DType::Float64).to(device);
-  ReduceOp op = ReduceOp::Avg;
+  collectives::ReduceOp op = collectives::ReduceOp::Avg;
   switch (reduce_fx) {
-    case trainer::ReduceFx::Mean: op = ReduceOp::Avg; break;
-    case trainer::ReduceFx::Sum: op = ReduceOp::Sum; break;
-    case trainer::ReduceFx::Max: op = ReduceOp::Max; break;
-    case trainer::ReduceFx::Min: op = ReduceOp::Min; break;
+    case trainer::ReduceFx::Mean: op = collectives::ReduceOp::Avg; break;
+    case trainer::ReduceFx::Sum: op = collectives::ReduceOp::Sum; break;
+    case trainer::ReduceFx::Max: op = collectives::ReduceOp::Max; break;
+    case trainer::ReduceFx::Min: op = collectives::ReduceOp::Min; break;
   }
   comm.allreduce(t, op);
   return t.item();
@@ -23,7 +21,7 @@ double reduce_value(collectives::Communicator& comm, Device device, double value
 bool reduce_any_rank(collectives::Communicator& comm, Device device, bool decision) {
   if (comm.size() == 1) return decision;
   Tensor t = Tensor::scalar(decision ? 1 : 0, DType::Int32).to(device);
-  comm.allreduce(t, ReduceOp::Max);
+  comm.allreduce(t, collectives::ReduceOp::Max);
   return t.item() != 0.0;
 }
 

@@ -9,7 +9,6 @@
 
 namespace tandem {
 
-using collectives::ReduceOp;
 using collectives::WorkHandle;
 using Clock = std::chrono::steady_clock;
 
@@ -51,7 +50,7 @@ struct Reducer::State {
   void launch_ready(bool from_backward) {
     while (next_to_launch < buckets.size() && pending[next_to_launch] == 0) {
       const Tensor& bucket = buffers[next_to_launch];
-      works[next_to_launch] = average_bucket ? average_bucket(*comm, bucket) : comm->allreduce_async(bucket, ReduceOp::Avg);
+      works[next_to_launch] = average_bucket ? average_bucket(*comm, bucket) : comm->allreduce_async(bucket, collectives::ReduceOp::Avg);
       stats.bucket_launches += 1;
       if (from_backward) stats.buckets_launched_in_backward += 1;
       ++next_to_launch;
@@ -113,8 +112,8 @@ void check_same_parameters(const std::vector<Tensor>& params, collectives::Commu
   const int64_t mine[3] = {int64_t(params.size()), numel, int64_t(hash & 0x3fffffffffffffffull)};
   Tensor lo = Tensor::from_vector<int64_t>({mine[0], mine[1], mine[2]}, {3});
   Tensor hi = lo.clone();
-  comm.allreduce(lo, ReduceOp::Min);
-  comm.allreduce(hi, ReduceOp::Max);
+  comm.allreduce(lo, collectives::ReduceOp::Min);
+  comm.allreduce(hi, collectives::ReduceOp::Max);
   const auto l = lo.to_vector<int64_t>(), h = hi.to_vector<int64_t>();
   if (l != h) {
     throw ConfigError("DDP: the ranks hold different models: this rank (" + std::to_string(comm.rank()) + ") has " +

@@ -22,6 +22,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/join.h"
 #include "base/json_integer.h"
 #include "engine/accelerators/precision.h"
 #include "engine/trainer/callbacks/model_checkpoint.h"
@@ -380,12 +381,6 @@ std::optional<std::string> CheckpointConnector::find_newest_checkpoint(std::vect
 
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
 // The best_model_path a checkpoint's ModelCheckpoint state recorded: the one with `state_key`
 // when present, else any ModelCheckpoint's; "" when none.
 std::string recorded_best_path(const std::string& checkpoint, const std::string& state_key) {
@@ -421,7 +416,7 @@ std::string CheckpointConnector::resolve_ckpt_path(const std::string& ckpt_path)
     }
     if (best.empty()) {
       throw ConfigError("ckpt_path=\"best\": no best checkpoint is known; this Trainer has not run fit() and no "
-                        "checkpoint records one (looked in " + joined(looked) + "); run fit() first, or pass a path");
+                        "checkpoint records one (looked in " + join(looked) + "); run fit() first, or pass a path");
     }
     if (!fs::exists(best)) throw ConfigError("ckpt_path=\"best\" is " + best + ", which no longer exists");
     return best;
@@ -429,7 +424,7 @@ std::string CheckpointConnector::resolve_ckpt_path(const std::string& ckpt_path)
   if (ckpt_path == "last") {
     std::vector<std::string> looked;
     if (auto found = find_newest_checkpoint(&looked)) return *found;
-    throw ConfigError("ckpt_path=\"last\": no checkpoint found; looked in " + joined(looked) +
+    throw ConfigError("ckpt_path=\"last\": no checkpoint found; looked in " + join(looked) +
                       "; train first (ModelCheckpoint writes them), or pass a path");
   }
   if (!fs::is_regular_file(ckpt_path)) {

@@ -479,7 +479,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   if (!valid_device(t_device)) return set_last_error(cudaErrorNoDevice);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto* st = new Stream{t_device, s.generation[size_t(t_device)]};
+  auto* st = new Stream{.device = t_device, .generation = s.generation[size_t(t_device)]};
   s.streams.insert(st);
   *stream = reinterpret_cast<cudaStream_t>(st);
   return cudaSuccess;
