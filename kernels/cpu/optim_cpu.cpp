@@ -29,8 +29,11 @@ struct AdamHyper {
 // not depend on the thread count, nor on a tensor being updated alone or in a list).
 constexpr int64_t kAdamBlock = 4096;
 
+// fp-contract=off, as in the vector paths (optim_adam_vector.cpp): built for a CPU with FMA
+// (TANDEM_NATIVE_ARCH), the compiler would otherwise fuse the multiply-adds and change the bits.
 template <typename T>
-void adam_scalar(T* p, const T* g, T* m, T* v, int64_t n, const AdamHyper& h) {
+__attribute__((optimize("fp-contract=off"))) void adam_scalar(T* p, const T* g, T* m, T* v, int64_t n,
+                                                              const AdamHyper& h) {
   const double bc1 = 1 - std::pow(h.beta1, double(h.step));
   const double bc2 = 1 - std::pow(h.beta2, double(h.step));
   const T step_size = T(h.lr / bc1);
