@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_timing.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
 #include "tensor/autograd/grad_mode.h"
@@ -28,35 +29,7 @@ using namespace tandem;
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-template <typename F>
-double time_ms(F&& f, int reps) {
-  cudaStream_t s = cuda::current_stream();
-  f();
-  check(cudaStreamSynchronize(s), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  double best = 1e30;
-  for (int g = 0; g < 5; ++g) {
-    check(cudaEventRecord(start, s), "record");
-    for (int i = 0; i < reps; ++i) f();
-    check(cudaEventRecord(stop, s), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    best = std::min(best, double(ms) / reps);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
-}
+using bench::time_ms;
 
 void run(int64_t B, int64_t H, int64_t T, int64_t D, DType dtype, int reps) {
   const Device gpu = Device::cuda(0);

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/bench_trainer.h"
 #include "engine/data/fashion_mnist.h"
 #include "engine/strategies/ddp_strategy.h"
 #include "engine/trainer/trainer.h"
@@ -62,12 +63,10 @@ int main(int argc, char** argv) try {
   data::FashionMNISTDataModule datamodule(data_options);
   datamodule.setup("fit");
 
-  trainer::TrainerOptions options;
-  options.accelerator = "cpu";
+  trainer::TrainerOptions options = bench::training_only_options("ddp");
   options.devices = devices;
   options.num_nodes = devices > 0 && processes % devices == 0 ? processes / devices : 1;
   options.strategy = strategy;
-  options.max_epochs = 1;
   const int64_t batches = argc > 5 ? std::atoll(argv[5]) : 0;
   if (argc > 5 && batches <= 0) {
     std::fprintf(stderr, "bench_ddp: batches must be a positive number of steps, not '%s'\n", argv[5]);
@@ -75,12 +74,6 @@ int main(int argc, char** argv) try {
   }
   if (batches > 0) options.limit_train_batches = batches;
   options.limit_val_batches = 0;
-  options.num_sanity_val_steps = 0;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.enable_model_summary = false;
-  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_ddp_" + std::to_string(getppid()));
-  options.default_root_dir = root.string();
   trainer::Trainer trainer(options);
   trainer.strategy().barrier("start");
 
@@ -110,7 +103,7 @@ int main(int argc, char** argv) try {
                 kind.c_str(), trainer.world_size(), (long long)data_options.batch_size, (long long)samples, seconds,
                 double(samples) / seconds, steps > 0 ? 1000.0 * seconds / double(steps) : 0.0, buckets, exposed_ms,
                 rss_mb);
-    std::filesystem::remove_all(root);
+    std::filesystem::remove_all(options.default_root_dir);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/bench_trainer.h"
 #include "engine/data/fashion_mnist.h"
 #include "engine/trainer/trainer.h"
 #include "models/cnn.h"
@@ -38,17 +39,10 @@ int main(int argc, char** argv) try {
   data::FashionMNISTDataModule datamodule(data_options);
   datamodule.setup("fit");  // decoded before the clock starts; fit's own setup is then a no-op
 
-  trainer::TrainerOptions options;
-  options.accelerator = "cpu";
+  trainer::TrainerOptions options = bench::training_only_options("fashion_mnist");
   options.devices = 1;
   options.max_epochs = epochs;
   options.limit_val_batches = 0;
-  options.num_sanity_val_steps = 0;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.enable_model_summary = false;
-  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_" + std::to_string(getpid()));
-  options.default_root_dir = root.string();
   trainer::Trainer trainer(options);
 
   const auto start = std::chrono::steady_clock::now();
@@ -70,7 +64,7 @@ int main(int argc, char** argv) try {
               "\"peak_rss_mb\": %.1f%s}\n",
               kind.c_str(), threads ? threads : "null", (long long)epochs, (long long)samples, seconds / double(epochs),
               double(samples * epochs) / seconds, double(usage.ru_maxrss) / 1024.0, accuracy.c_str());
-  std::filesystem::remove_all(root);
+  std::filesystem::remove_all(options.default_root_dir);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_fashion_mnist: %s\n", e.what());

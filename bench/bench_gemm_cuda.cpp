@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_timing.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_query.h"
@@ -33,12 +34,6 @@ using namespace tandem;
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "%s: %s\n", what, cublasGetStatusString(s));
@@ -46,30 +41,8 @@ void check(cublasStatus_t s, const char* what) {
   }
 }
 
-// Mean milliseconds per call of f over `reps` calls, best of 5 groups, after one warm-up call
-// (which also builds Tandem's plan and cuBLAS's heuristics cache).
-template <typename F>
-double time_ms(F&& f, int reps) {
-  cudaStream_t s = cuda::current_stream();
-  f();
-  check(cudaStreamSynchronize(s), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  double best = 1e30;
-  for (int g = 0; g < 5; ++g) {
-    check(cudaEventRecord(start, s), "record");
-    for (int i = 0; i < reps; ++i) f();
-    check(cudaEventRecord(stop, s), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    best = std::min(best, double(ms) / reps);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
-}
+using bench::check;
+using bench::time_ms;
 
 struct Problem {
   const char* what;

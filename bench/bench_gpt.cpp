@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_trainer.h"
 #include "engine/config/optimizer_section.h"
 #include "engine/data/text_data.h"
 #include "engine/optim/clip_grad.h"
@@ -67,16 +68,27 @@ double peak_rss_mb() {
   return double(usage.ru_maxrss) / 1024.0;
 }
 
-int train(const std::string& text, int64_t steps) {
+// nanoGPT's CPU recipe: gpt-nano (seeded) with AdamW, weight decay 0.1, betas (0.9, 0.99), trained
+// on batches of 12 windows of the text.
+models::GPT recipe_model() {
   manual_seed(1337);
-  models::GPT model(models::GPTOptions{}, adamw(0.1, {0.9, 0.99}));
+  return models::GPT(models::GPTOptions{}, adamw(0.1, {0.9, 0.99}));
+}
+
+data::TextDataOptions recipe_data(const models::GPT& model, const std::string& text, int64_t train_batches,
+                                  int64_t val_batches) {
   data::TextDataOptions d;
   d.path = text;
   d.block_size = model.options.block_size;
   d.batch_size = 12;
-  d.samples_per_epoch = 12 * steps;
-  d.val_samples = 12 * 200;
-  data::TextDataModule dm(d);
+  d.samples_per_epoch = 12 * train_batches;
+  d.val_samples = 12 * val_batches;
+  return d;
+}
+
+int train(const std::string& text, int64_t steps) {
+  models::GPT model = recipe_model();
+  data::TextDataModule dm(recipe_data(model, text, steps, 200));
   auto loader = dm.train_dataloader();
   trainer::OptimizerConfig config = model.configure_optimizers();
   loader->start_epoch(0);
@@ -162,29 +174,14 @@ int ddp(const std::string& text, int64_t steps) {
   }
   const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
   const int ranks = world ? std::atoi(world) : 1;
-  manual_seed(1337);
-  models::GPT model(models::GPTOptions{}, adamw(0.1, {0.9, 0.99}));
-  data::TextDataOptions d;
-  d.path = text;
-  d.block_size = model.options.block_size;
-  d.batch_size = 12;
-  d.samples_per_epoch = 12 * ranks * steps;
-  d.val_samples = 0;
-  data::TextDataModule dm(d);
-  trainer::TrainerOptions o;
-  o.accelerator = "cpu";
+  models::GPT model = recipe_model();
+  data::TextDataModule dm(recipe_data(model, text, ranks * steps, 0));
+  trainer::TrainerOptions o = bench::training_only_options("gpt_ddp");
   o.devices = ranks;
   o.strategy = "ddp";
-  o.max_epochs = 1;
   o.max_steps = steps;
   o.gradient_clip_val = 1.0;
   o.limit_val_batches = 0;
-  o.num_sanity_val_steps = 0;
-  o.enable_checkpointing = false;
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_gpt_ddp_" + std::to_string(getppid()));
-  o.default_root_dir = root.string();
   auto clock = std::make_shared<StepClock>();
   o.callbacks.push_back(clock);
   trainer::Trainer trainer(o);
@@ -199,7 +196,7 @@ int ddp(const std::string& text, int64_t steps) {
   if (trainer.is_global_zero()) {
     std::cout << nlohmann::json{{"ranks", trainer.world_size()}, {"ms_per_step", ms}, {"peak_rss_mb_per_rank", rss}}.dump()
               << std::endl;
-    std::filesystem::remove_all(root);
+    std::filesystem::remove_all(o.default_root_dir);
   }
   return 0;
 }

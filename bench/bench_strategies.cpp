@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/bench_trainer.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/data_module.h"
 #include "engine/data/tensor_dataset.h"
@@ -66,17 +67,9 @@ int main(int argc, char** argv) try {
   model->replica_factory = [] { return std::make_shared<models::MLP>(); };
   SyntheticImages datamodule(examples, batch);
 
-  trainer::TrainerOptions options;
-  options.accelerator = "cpu";
+  trainer::TrainerOptions options = bench::training_only_options("strategies");
   options.devices = devices;
   options.strategy = strategy;
-  options.max_epochs = 1;
-  options.num_sanity_val_steps = 0;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.enable_model_summary = false;
-  const auto root = std::filesystem::temp_directory_path() / ("tandem_bench_strategies_" + std::to_string(getppid()));
-  options.default_root_dir = root.string();
   trainer::Trainer trainer(options);
   trainer.strategy().barrier("start");
   const auto start = std::chrono::steady_clock::now();
@@ -88,7 +81,7 @@ int main(int argc, char** argv) try {
                 "\"batch_per_process\": %lld, \"examples\": %lld, \"epoch_s\": %.3f, \"samples_per_s\": %.0f}\n",
                 strategy.c_str(), trainer.world_size(), trainer.strategy().devices_per_process(), (long long)batch,
                 (long long)examples, seconds, double(examples) / seconds);
-    std::filesystem::remove_all(root);
+    std::filesystem::remove_all(options.default_root_dir);
   }
   return 0;
 } catch (const std::exception& e) {

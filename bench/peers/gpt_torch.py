@@ -182,6 +182,22 @@ def lr_at(step, warmup=100, total=2000, lr=1e-3, min_lr=1e-4):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def recipe_optimizer(model):
+    """The recipe's AdamW: weight decay 0.1 on the matrices only, betas (0.9, 0.99)."""
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99))
+
+
+def recipe_step(model, opt, x, y):
+    """One training step of the recipe: forward, backward, gradients clipped to norm 1, update."""
+    _, loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
 def train(text_path, steps, threads):
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
@@ -190,20 +206,13 @@ def train(text_path, steps, threads):
     train_data, val_data = raw[:split], raw[split:]
     cfg = PRESETS["gpt-nano"]
     model = GPT(**cfg)
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99))
+    opt = recipe_optimizer(model)
     gen = torch.Generator().manual_seed(1337)
     start = time.perf_counter()
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total=steps)
-        x, y = windows(train_data, 12, cfg["block_size"], gen)
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        recipe_step(model, opt, *windows(train_data, 12, cfg["block_size"], gen))
     elapsed = time.perf_counter() - start
     model.eval()
     val_gen = torch.Generator().manual_seed(42)
@@ -247,18 +256,11 @@ def ddp_worker(rank, world, text_path, steps, port, results):
     train_data = raw[:len(raw) * 9 // 10]
     cfg = PRESETS["gpt-nano"]
     model = torch.nn.parallel.DistributedDataParallel(GPT(**cfg))
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99))
+    opt = recipe_optimizer(model)
     gen = torch.Generator().manual_seed(1337 + rank)
     warmup, start = 5, None
     for step in range(steps):
-        x, y = windows(train_data, 12, cfg["block_size"], gen)
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        recipe_step(model, opt, *windows(train_data, 12, cfg["block_size"], gen))
         if step == warmup - 1:
             start = time.perf_counter()
     elapsed = time.perf_counter() - start
