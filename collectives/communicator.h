@@ -189,6 +189,18 @@ class Communicator {
   std::array<std::atomic<int64_t>, kCommOpCount> sent_calls_{};
 };
 
+// The asynchronous operations every backend implements, declared once: a backend's class body
+// says TANDEM_COMMUNICATOR_OVERRIDES (and keeps the base's two-argument allreduce_async).
+#define TANDEM_COMMUNICATOR_OVERRIDES                                                            \
+  using Communicator::allreduce_async;                                                           \
+  WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;     \
+  WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override; \
+  WorkHandle allgather_async(const Tensor& input, const Tensor& output) override;                  \
+  WorkHandle broadcast_async(const Tensor& tensor, int root) override;                            \
+  WorkHandle barrier_async() override;                                                            \
+  WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;                         \
+  WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+
 // The chunk rule shared by reduce_scatter and allgather: n elements over `parts` ranks.
 inline int64_t chunk_count(int64_t n, int parts, int index) {
   return n / parts + (index < n % parts ? 1 : 0);

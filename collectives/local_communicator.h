@@ -23,14 +23,7 @@ class LocalCommunicator : public Communicator {
   std::string backend_name() const override { return "local"; }
   bool allows_concurrent_threads() const override { return true; }  // its state is its own
 
-  using Communicator::allreduce_async;
-  WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle allgather_async(const Tensor& input, const Tensor& output) override;
-  WorkHandle broadcast_async(const Tensor& tensor, int root) override;
-  WorkHandle barrier_async() override;
-  WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;
-  WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+  TANDEM_COMMUNICATOR_OVERRIDES
 
   struct PendingRecv;
 

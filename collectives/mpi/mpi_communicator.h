@@ -42,14 +42,7 @@ class MpiCommunicator : public Communicator {
   // host program that initialized MPI itself chose its own level).
   bool allows_concurrent_threads() const override;
 
-  using Communicator::allreduce_async;
-  WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle allgather_async(const Tensor& input, const Tensor& output) override;
-  WorkHandle broadcast_async(const Tensor& tensor, int root) override;
-  WorkHandle barrier_async() override;
-  WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;
-  WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+  TANDEM_COMMUNICATOR_OVERRIDES
 
   // Set after a timeout or MPI error: the message of the first failure.
   bool failed() const { return !state_->failure.empty(); }

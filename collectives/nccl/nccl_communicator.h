@@ -44,14 +44,7 @@ class NcclCommunicator : public Communicator {
   bool needs_device_tensors() const override { return true; }
   int device_index() const;
 
-  using Communicator::allreduce_async;
-  WorkHandle allreduce_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override;
-  WorkHandle allgather_async(const Tensor& input, const Tensor& output) override;
-  WorkHandle broadcast_async(const Tensor& tensor, int root) override;
-  WorkHandle barrier_async() override;
-  WorkHandle send_async(const Tensor& tensor, int dst, int tag) override;
-  WorkHandle recv_async(const Tensor& tensor, int src, int tag) override;
+  TANDEM_COMMUNICATOR_OVERRIDES
   // One ncclGroupStart/End around all the sends and receives (ungrouped, each would hold the
   // stream until matched).
   WorkHandle exchange_async(const std::vector<PeerTransfer>& transfers) override;
