@@ -243,6 +243,14 @@ std::vector<OpCase> build_cases() {
                  return Inputs{randn64({b, m, k}, dt, rng), randn64({k, n}, dt, rng)};
                },
                [](const Inputs& in) { return matmul(in[0], in[1]); }});
+  // The tied-head shape: a batch of rows times a transposed matrix (GPT's wte.t()), whose
+  // gradient is made in the matrix's own layout.
+  c.push_back({"matmul_3d_by_transposed_2d",
+               [](Rng& rng, DType dt) {
+                 int64_t b = rand_dim(rng, 2, 3), m = rand_dim(rng, 1, 4), k = rand_dim(rng, 2, 5), n = rand_dim(rng, 2, 4);
+                 return Inputs{randn64({b, m, k}, dt, rng), randn64({n, k}, dt, rng)};
+               },
+               [](const Inputs& in) { return matmul(in[0], in[1].t()); }});
   c.push_back({"matmul_transposed_operands",
                [](Rng& rng, DType dt) {
                  int64_t m = rand_dim(rng, 2, 5), k = rand_dim(rng, 2, 6), n = rand_dim(rng, 2, 5);
