@@ -50,7 +50,8 @@ struct Reducer::State {
   void launch_ready(bool from_backward) {
     while (next_to_launch < buckets.size() && pending[next_to_launch] == 0) {
       const Tensor& bucket = buffers[next_to_launch];
-      works[next_to_launch] = average_bucket ? average_bucket(*comm, bucket) : comm->allreduce_async(bucket, collectives::ReduceOp::Avg);
+      works[next_to_launch] = average_bucket ? average_bucket(*comm, bucket)
+                                             : comm->allreduce_async(bucket, collectives::ReduceOp::Avg);
       stats.bucket_launches += 1;
       if (from_backward) stats.buckets_launched_in_backward += 1;
       ++next_to_launch;

@@ -16,6 +16,14 @@ struct GemmOperand {
   bool trans;   // matrix stored transposed
 };
 
+// The last two dims are a contiguous matrix stored by columns (a transposed view, e.g. W.t()).
+bool stored_transposed(const Tensor& m) {
+  const int nd = m.dim();
+  const auto& st = m.strides();
+  const auto& sh = m.shape();
+  return st[size_t(nd - 2)] == 1 && st[size_t(nd - 1)] == sh[size_t(nd - 2)] && sh[size_t(nd - 2)] > 1;
+}
+
 // The last two dims as a GEMM operand: contiguous rows, or contiguous columns (transposed).
 GemmOperand gemm_operand(const Tensor& m) {
   const int nd = m.dim();
@@ -29,8 +37,7 @@ GemmOperand gemm_operand(const Tensor& m) {
     }
     return true;
   }();
-  if (batch_contig && st[size_t(nd - 2)] == 1 && st[size_t(nd - 1)] == sh[size_t(nd - 2)] && sh[size_t(nd - 2)] > 1)
-    return {m, true};
+  if (batch_contig && stored_transposed(m)) return {m, true};
   return {m.contiguous(), false};
 }
 
@@ -58,8 +65,7 @@ Tensor gemm_batched(const Tensor& a, const Tensor& b, const Shape& batch_shape) 
 // a contiguous gradient that the base's .grad adopts without a copy.
 Tensor shared_matrix_grad(const Tensor& a, const Tensor& g, const Tensor& b) {
   const Tensor a_rows = a.reshape({-1, a.size(-1)}), g_rows = g.reshape({-1, g.size(-1)});
-  const bool b_transposed = b.strides()[0] == 1 && b.strides()[1] == b.size(0) && b.size(0) > 1;
-  if (b_transposed) return matmul(g_rows.t(), a_rows).t();
+  if (stored_transposed(b)) return matmul(g_rows.t(), a_rows).t();
   return matmul(a_rows.t(), g_rows);
 }
 
@@ -69,7 +75,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
                      std::to_string(a.size(-1)) + " != " + std::to_string(b.size(-2)) + ")");
   Tensor ad = a.detach(), bd = b.detach();
   Tensor out;
-  if (b.dim() == 2 && a.dim() > 2) {
+  const bool shared_b = b.dim() == 2 && a.dim() > 2;
+  if (shared_b) {
     // Fold a's batch dims into its rows: one large GEMM.
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
@@ -88,10 +95,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     out = gemm_batched(A, B, batch);
   }
   bool ga = ops::wants_grad(a), gb = ops::wants_grad(b);
-  const bool shared_b = b.dim() == 2 && a.dim() > 2;
   autograd::record("Matmul", out, {a, b}, [ad, bd, ga, gb, shared_b](const Tensor& g) {
     Tensor grad_b;
-    if (gb) grad_b = shared_b ? shared_matrix_grad(ad, g, bd) : sum_to_shape(matmul(ad.transpose(-1, -2), g), bd.shape());
+    if (gb)
+      grad_b = shared_b ? shared_matrix_grad(ad, g, bd) : sum_to_shape(matmul(ad.transpose(-1, -2), g), bd.shape());
     return std::vector<Tensor>{ga ? sum_to_shape(matmul(g, bd.transpose(-1, -2)), ad.shape()) : Tensor(), grad_b};
   });
   return out;
