@@ -38,7 +38,8 @@ struct Reducer::State {
   void fill(size_t param, const Tensor& grad) {
     Tensor dst = slot(param);
     if (grad.defined()) {
-      dst.copy_(grad);
+      // A gradient accumulated in place into its slot (finalize made the slot the .grad) is there already.
+      if (grad.raw_data() != dst.raw_data() || grad.dtype() != dst.dtype()) dst.copy_(grad);
     } else {
       dst.zero_();
     }
@@ -200,13 +201,18 @@ void Reducer::finalize() {
   }
   s.launch_ready(false);
   for (auto& w : s.works) w->wait();
+  // Each .grad becomes a view of its averaged slot (PyTorch's gradient_as_bucket_view): no copy
+  // back, one pass over the gradients less a step. The next backward refills the slots, so a
+  // .grad kept past the next step changes with it, as in PyTorch. Half-precision parameters
+  // reduce in a float32 bucket and get a copy in their own dtype.
   for (size_t k = 0; k < s.params.size(); ++k) {
     const Tensor averaged = s.slot(k);
-    Tensor g = s.params[k].grad();
-    if (g.defined()) {
+    if (averaged.dtype() == s.params[k].dtype()) {
+      s.params[k].set_grad(averaged);
+    } else if (Tensor g = s.params[k].grad(); g.defined()) {
       g.copy_(averaged);
     } else {
-      s.params[k].set_grad(averaged.to(s.params[k].dtype()).clone());
+      s.params[k].set_grad(averaged.to(s.params[k].dtype()));
     }
   }
   s.works.assign(s.buckets.size(), nullptr);

@@ -13,7 +13,8 @@
 // rank issues the same collectives in the same order even if its gradients finish in another
 // order. finalize() (before the optimizer step) fills the slots of parameters that got no
 // gradient this pass (their accumulated .grad, or zeros), launches what is left, waits for all
-// buckets, and writes the averaged values back into every parameter's .grad. The time spent
+// buckets, and makes every parameter's .grad a view of its averaged slot (PyTorch's
+// gradient_as_bucket_view; half-precision parameters get a copy in their dtype). The time spent
 // waiting there is the communication that backward did not hide ("exposed").
 //
 // no_sync: prepare_for_backward(false) makes the hooks do nothing, so gradients accumulate
