@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <tuple>
 
 #include "base/error.h"
@@ -22,13 +23,36 @@ namespace tandem::cli {
 
 namespace {
 
-// Every size from min to full - 1 that keeps the global batch (full x accumulate divisible by it).
-std::vector<int> global_batch_sizes(int min, int full, int64_t accumulate) {
+// Every size from min to full - 1, a multiple of `unit` (the processes of a node under Slurm,
+// else 1), that keeps the global batch (full x accumulate divisible by it).
+std::vector<int> global_batch_sizes(int min, int full, int64_t accumulate, int unit) {
   std::vector<int> sizes;
   for (int w = min; w < full; ++w) {
-    if ((int64_t(full) * accumulate) % w == 0) sizes.push_back(w);
+    if (w % unit == 0 && (int64_t(full) * accumulate) % w == 0) sizes.push_back(w);
   }
   return sizes;
+}
+
+// Slurm: the nodes job `job_id` holds now (`scontrol show job`), -1 when scontrol does not say.
+int slurm_nodes_held(const std::string& job_id) {
+  FILE* pipe = popen(("scontrol -o show job " + job_id + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return -1;
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  pclose(pipe);
+  std::smatch m;
+  return std::regex_search(out, m, std::regex(R"(\bNumNodes=(\d+))")) ? std::stoi(m[1].str()) : -1;
+}
+
+// An attempt of `world` processes as an srun step on the allocation's nodes (the header).
+std::vector<std::string> srun_command(const ExecutionPlan& plan, int world, const std::vector<std::string>& argv) {
+  const int per_node = plan.processes_per_node;
+  std::vector<std::string> cmd{"srun", "--nodes=" + std::to_string(world / per_node), "--ntasks=" + std::to_string(world),
+                               "--ntasks-per-node=" + std::to_string(per_node), "--mpi=pmix", "--kill-on-bad-exit=1"};
+  const std::vector<std::string> self = job_command(plan, 1, argv);
+  cmd.insert(cmd.end(), self.begin(), self.end());
+  return cmd;
 }
 
 std::vector<fs::path> checkpoint_dirs(const trainer::TrainerOptions& options) {
@@ -95,17 +119,32 @@ struct Attempt {
   std::optional<std::string> resume_from;
 };
 
-std::vector<std::string> attempt_args(const std::vector<std::string>& fit_args, const Attempt& a, const Attempt& first) {
+// per_node: under Slurm, the processes of a node (a smaller attempt has fewer nodes); else 0.
+std::vector<std::string> attempt_args(const std::vector<std::string>& fit_args, const Attempt& a, const Attempt& first,
+                                      int per_node) {
   std::vector<std::string> args{"tandem", "fit"};
   args.insert(args.end(), fit_args.begin(), fit_args.end());
   // Flags given later override earlier ones (config_args.h).
-  if (a.world != first.world) args.push_back("--trainer.devices=" + std::to_string(a.world));
+  if (a.world != first.world) {
+    args.push_back(per_node ? "--trainer.num_nodes=" + std::to_string(a.world / per_node)
+                            : "--trainer.devices=" + std::to_string(a.world));
+  }
   if (a.accumulate != first.accumulate) args.push_back("--trainer.accumulate_grad_batches=" + std::to_string(a.accumulate));
   if (a.resume_from) args.push_back("--ckpt_path=" + *a.resume_from);
   return args;
 }
 
 }  // namespace
+
+std::optional<ClusterEnvironment> restart_agent_cluster(const trainer::TrainerOptions& o) {
+  if (o.max_restarts == 0 || trainer::supervised_by_restart_agent()) return std::nullopt;
+  const ClusterEnvironment found = detect_cluster_environment();
+  // mpirun inside an allocation is Open MPI's launcher (name "openmpi"): not the batch script's process.
+  if (!found.slurm || found.slurm->in_step || (found.name != "slurm" && found.name != "local")) return std::nullopt;
+  ClusterEnvironment agent;
+  agent.slurm = found.slurm;
+  return agent;
+}
 
 bool needs_restart_agent(const trainer::TrainerOptions& o, const ExecutionPlan& plan) {
   if (trainer::supervised_by_restart_agent()) return false;
@@ -125,10 +164,19 @@ bool needs_restart_agent(const trainer::TrainerOptions& o, const ExecutionPlan& 
     throw ConfigError(restarts + " needs a job that tandem starts through mpirun (strategy ddp or ddp2) or a single "
                       "process; strategy=" + plan.strategy + " is started another way");
   }
-  if (plan.num_nodes > 1) {
+  const std::optional<SlurmJob>& slurm = plan.cluster.slurm;
+  if (plan.num_nodes > 1 && !slurm) {
     throw ConfigError(restarts + " relaunches the job on this machine, but num_nodes=" + std::to_string(plan.num_nodes) +
-                      "; restarts across nodes are left to the scheduler");
+                      "; restarts across nodes need a Slurm allocation (run `tandem fit` in the sbatch script, without "
+                      "srun) or are left to the scheduler");
   }
+  if (slurm && slurm->nodes > 0 && plan.num_nodes > slurm->nodes) {
+    throw ConfigError(restarts + " runs the job as srun steps on the nodes of Slurm job " + slurm->job_id + ", which holds " +
+                      std::to_string(slurm->nodes) + " node(s), but num_nodes=" + std::to_string(plan.num_nodes) +
+                      "; pass --trainer.num_nodes=" + std::to_string(slurm->nodes) + ", or ask Slurm for #SBATCH --nodes=" +
+                      std::to_string(plan.num_nodes));
+  }
+  const int unit = slurm ? plan.processes_per_node : 1;
   if (o.min_processes) {
     const int full = plan.world_size;
     const std::string min = "min_processes=" + std::to_string(*o.min_processes);
@@ -139,12 +187,16 @@ bool needs_restart_agent(const trainer::TrainerOptions& o, const ExecutionPlan& 
     const bool devices_count = o.devices.kind() == DevicesSpec::Kind::Int ||
                                (o.devices.kind() == DevicesSpec::Kind::String && !o.devices.is_auto() &&
                                 o.devices.as_string().find_first_not_of("0123456789 ") == std::string::npos);
-    if (!devices_count) {
+    if (slurm && *o.min_processes % unit != 0) {
+      throw ConfigError("trainer option " + min + ": under Slurm a restart runs on whole nodes of " + std::to_string(unit) +
+                        " process(es), so min_processes must be a multiple of " + std::to_string(unit));
+    }
+    if (!slurm && !devices_count) {
       throw ConfigError("trainer option " + min + " restarts at fewer devices, which needs --trainer.devices as a "
                         "number of devices (e.g. 4), not a list or auto");
     }
     if (o.elastic_batch == "global" && *o.min_processes < full &&
-        global_batch_sizes(int(*o.min_processes), full, o.accumulate_grad_batches).empty()) {
+        global_batch_sizes(int(*o.min_processes), full, o.accumulate_grad_batches, unit).empty()) {
       throw ConfigError("elastic_batch=global keeps " + std::to_string(full) + " processes x accumulate_grad_batches=" +
                         std::to_string(o.accumulate_grad_batches) + " batches per step, and no smaller size from " + min +
                         " divides that; raise min_processes to " + std::to_string(full) + ", raise "
@@ -157,8 +209,17 @@ bool needs_restart_agent(const trainer::TrainerOptions& o, const ExecutionPlan& 
 int run_fit_with_restarts(const std::vector<std::string>& fit_args, const trainer::TrainerOptions& o,
                           const ExecutionPlan& plan, int64_t batch_size) {
   const fs::file_time_type started = fs::file_time_type::clock::now();
-  char dir_template[] = "/tmp/tandem_failures_XXXXXX";
-  if (!mkdtemp(dir_template)) throw DataError(std::string("cannot create a directory under /tmp for the job's failure reports: ") + std::strerror(errno));
+  const std::optional<SlurmJob>& slurm = plan.cluster.slurm;
+  const int per_node = slurm ? plan.processes_per_node : 0;
+  // Under Slurm the ranks run on other nodes: the reports go where they all see it.
+  const fs::path report_parent = slurm ? fs::path(o.default_root_dir) : fs::path("/tmp");
+  std::error_code mkdir_ec;
+  fs::create_directories(report_parent, mkdir_ec);
+  std::string dir_template = (report_parent / ".tandem_failures_XXXXXX").string();
+  if (!mkdtemp(dir_template.data())) {
+    throw DataError("cannot create a directory under " + report_parent.string() + " for the job's failure reports: " +
+                    std::strerror(errno));
+  }
   const fs::path failure_dir = dir_template;
   const int min_world = int(o.min_processes.value_or(plan.world_size));
   const Attempt first{plan.world_size, o.accumulate_grad_batches, std::nullopt};
@@ -167,7 +228,8 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
   for (int64_t restart = 0;; ++restart) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(failure_dir, ec)) fs::remove(entry.path(), ec);
-    const std::vector<std::string> cmd = job_command(plan, attempt.world, attempt_args(fit_args, attempt, first));
+    const std::vector<std::string> args = attempt_args(fit_args, attempt, first, per_node);
+    const std::vector<std::string> cmd = slurm ? srun_command(plan, attempt.world, args) : job_command(plan, attempt.world, args);
     std::printf("tandem: %s (restart %lld of at most %lld): %s\n", restart == 0 ? "starting the job" : "restarting the job",
                 static_cast<long long>(restart), static_cast<long long>(o.max_restarts), join(cmd, " ").c_str());
     bool interrupted = false;
@@ -205,12 +267,24 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
                    last_cause.c_str());
       return 1;
     }
-    if (o.min_processes && *o.min_processes < plan.world_size) {
-      const int available = attempt.world - 1;  // the failed process's slot is lost
+    const bool elastic = o.min_processes && *o.min_processes < plan.world_size;
+    int available = attempt.world - 1;  // the failed process's slot is lost
+    if (slurm) {  // the nodes the job still holds
+      const int held = slurm_nodes_held(slurm->job_id);
+      available = held < 0 ? attempt.world : std::min(attempt.world, held * per_node);
+      if (available < attempt.world && !elastic) {
+        fs::remove_all(failure_dir, ec);
+        std::fprintf(stderr, "tandem fit: error: Slurm job %s holds %d node(s) after this failure, fewer than the %d the job "
+                     "runs on; set --trainer.min_processes to restart on the nodes left; last failure: %s\n",
+                     slurm->job_id.c_str(), held, attempt.world / per_node, last_cause.c_str());
+        return 1;
+      }
+    }
+    if (elastic) {
       int next = available;
-      if (o.elastic_batch == "global") {
+      if (o.elastic_batch == "global" && available < plan.world_size) {
         next = 0;
-        for (int w : global_batch_sizes(min_world, plan.world_size, first.accumulate)) {
+        for (int w : global_batch_sizes(min_world, plan.world_size, first.accumulate, slurm ? per_node : 1)) {
           if (w <= available) next = w;
         }
       }

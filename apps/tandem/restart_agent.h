@@ -26,19 +26,38 @@
 // accumulate_grad_batches (the global batch shrinks); global keeps batch x processes x
 // accumulate_grad_batches by raising accumulate_grad_batches, at the largest size left that
 // divides it.
+//
+// Inside a Slurm allocation (run by the batch script of `sbatch`, not by srun), each attempt is
+// an srun step on the allocation's nodes,
+//   srun --nodes=N --ntasks=W --ntasks-per-node=P --mpi=pmix --kill-on-bad-exit=1 <this program> fit <args>,
+// so jobs of several nodes restart too. The ranks' failure reports go to a directory under
+// default_root_dir, which the nodes share (each node has its own /tmp). After a failure the
+// agent counts the nodes the job still holds (`scontrol show job`; with `sbatch --no-kill` Slurm
+// keeps a job that lost a node): with all of them, the step restarts at its size; with fewer,
+// it restarts on the nodes left when min_processes allows (sizes are whole nodes, multiples of
+// P), else the run ends with an error naming the lost nodes' count.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/strategies/cluster_environment.h"
 #include "engine/strategies/execution_plan.h"
 #include "engine/trainer/trainer_options.h"
 
 namespace tandem::cli {
 
+// The cluster environment to plan with when this process will be the restart agent inside a
+// Slurm batch script (max_restarts > 0, in a Slurm job, not in an srun step): "local" with the
+// allocation attached, so the plan is a job to launch (with srun) instead of the batch script's
+// one process. nullopt everywhere else (the environment is detected as usual).
+std::optional<ClusterEnvironment> restart_agent_cluster(const trainer::TrainerOptions& options);
+
 // True when this `tandem fit` must run the job under the agent (max_restarts > 0 and this
 // process is not itself a supervised one). ConfigError when restarts are asked for a job the
-// agent cannot relaunch: started by mpirun/srun, several nodes, a strategy that must be
-// launched another way, or min_processes/elastic_batch values that cannot work.
+// agent cannot relaunch: started by mpirun/srun, several nodes outside a Slurm allocation (or
+// more than it holds), a strategy that must be launched another way, or min_processes /
+// elastic_batch values that cannot work.
 bool needs_restart_agent(const trainer::TrainerOptions& options, const ExecutionPlan& plan);
 
 // Runs `tandem fit <fit_args>` under the agent; returns the exit code of the run.

@@ -123,7 +123,12 @@ int run_stage(const std::string& stage, const std::vector<std::string>& args) {
   // Trainer trains with the same live objects.
   trainer::validate_trainer_options(trainer_options);
   refuse_training_when_simulating("start a Trainer");  // before a relaunch could multiply the refusal
-  ExecutionPlan plan = plan_execution(trainer::hardware_options(trainer_options));
+  HardwareOptions hardware = trainer::hardware_options(trainer_options);
+  // In a Slurm batch script with max_restarts, this process is the agent that starts srun steps.
+  if (stage == "fit") {
+    if (auto agent = restart_agent_cluster(trainer_options)) hardware.cluster = agent;
+  }
+  ExecutionPlan plan = plan_execution(hardware);
   // With max_restarts, this process stays behind as the restart agent and runs the job as its
   // child (restart_agent.h) instead of becoming it.
   if (stage == "fit" && needs_restart_agent(trainer_options, plan)) {

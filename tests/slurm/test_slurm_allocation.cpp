@@ -64,6 +64,30 @@ tandem::ExecutionPlan cpu_plan(int num_nodes, int devices, const Vars& vars, con
   return tandem::plan_execution(o, "prog", env_of(vars));
 }
 
+// In the batch script itself with max_restarts, `tandem fit` becomes the restart agent that runs
+// srun steps (restart_agent.h); the flags must fit the allocation before anything starts.
+TEST(SlurmAllocationCli, RestartAgentFlagsThatDoNotFitTheAllocationExitTwo) {
+  std::string env = "env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u RANK -u TANDEM_SPAWN_WORLD_SIZE -u SLURM_STEP_ID";
+  for (const auto& [k, v] : batch_script(2, 2)) env += " " + k + "='" + v + "'";
+  const std::string fit = env + " " + TANDEM_CLI_PATH + " fit --data.root=/nonexistent --trainer.accelerator=cpu "
+                          "--trainer.strategy=ddp --trainer.max_restarts=1 ";
+  const CommandResult more_nodes = run_command(fit + "--trainer.num_nodes=3 --trainer.devices=2");
+  EXPECT_EQ(more_nodes.exit_code, 2) << more_nodes.out << more_nodes.err;
+  EXPECT_TRUE(more_nodes.err_has("runs the job as srun steps on the nodes of Slurm job 41, which holds 2 node(s), but "
+                                 "num_nodes=3; pass --trainer.num_nodes=2, or ask Slurm for #SBATCH --nodes=3"))
+      << more_nodes.err;
+  const CommandResult part_node = run_command(fit + "--trainer.num_nodes=2 --trainer.devices=2 --trainer.min_processes=3");
+  EXPECT_EQ(part_node.exit_code, 2) << part_node.out << part_node.err;
+  EXPECT_TRUE(part_node.err_has("under Slurm a restart runs on whole nodes of 2 process(es), so min_processes must be a "
+                                "multiple of 2"))
+      << part_node.err;
+  // Without max_restarts the batch script is one process, as before.
+  const CommandResult no_agent = run_command(env + " " + TANDEM_CLI_PATH + " fit --data.root=/nonexistent "
+                                             "--trainer.accelerator=cpu --trainer.num_nodes=2 --trainer.devices=2");
+  EXPECT_EQ(no_agent.exit_code, 2) << no_agent.out << no_agent.err;
+  EXPECT_TRUE(no_agent.err_has("start it with srun in the script")) << no_agent.err;
+}
+
 }  // namespace
 
 TEST(SlurmEnvironment, ReadsTheAllocationOfAStep) {

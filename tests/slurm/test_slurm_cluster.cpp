@@ -322,4 +322,52 @@ TEST_F(SlurmCluster, AKilledNodeEndsTheStepWithAClearError) {
   EXPECT_NE(out.find("Peer host:  tandem-node1"), std::string::npos) << "rank 0 names its lost peer:\n" << out;
 }
 
+// `tandem fit --trainer.max_restarts=1` run by the batch script itself (no srun): it stays as the
+// restart agent and runs the job as srun steps on the allocation's 2 nodes. Rank 1 is killed
+// (kill -9 of its process in tandem-node1, nothing else) once the first checkpoint exists: the
+// step ends, and the agent runs it again on both nodes from the newest checkpoint, to the end.
+TEST_F(SlurmCluster, ABatchJobWithMaxRestartsRestartsAKilledRankWithinTheAllocation) {
+  const std::string job = submit("restart", "-N 2 --ntasks-per-node=1",
+                                 fit_command("run", "--trainer.num_nodes=2 --trainer.devices=1 --trainer.max_restarts=1 "
+                                                    "--trainer.max_epochs=30 --data.batch_size=6 "
+                                                    "--trainer.limit_val_batches=1"));
+  const fs::path checkpoints = dir / "run/lightning_logs/version_0/checkpoints";
+  const auto has_checkpoint = [&] {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(checkpoints, ec))
+      if (e.path().extension() == ".safetensors") return true;
+    return false;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while (!has_checkpoint() && seconds_since(start) < 40) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(has_checkpoint()) << "no checkpoint within 40 s:\n" << read_text(dir / "restart.out");
+  std::vector<int> rank1;
+  std::stringstream list(run_command("ip netns pids tandem-node1").out);
+  for (int pid = 0; list >> pid;) {
+    if (read_text("/proc/" + std::to_string(pid) + "/comm") == "tandem\n") rank1.push_back(pid);
+  }
+  ASSERT_EQ(rank1.size(), 1u) << "tandem processes in tandem-node1 (rank 1 only expected)";
+  ASSERT_EQ(kill(rank1[0], SIGKILL), 0);
+
+  EXPECT_EQ(wait_for_end(job, 0, 90), "COMPLETED") << read_text(dir / "restart.out");
+  const std::string out = read_text(dir / "restart.out");
+  const std::string srun = "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 ";
+  EXPECT_NE(out.find("tandem: starting the job (restart 0 of at most 1): " + srun), std::string::npos) << out;
+  const size_t restart = out.find("tandem: restarting the job (restart 1 of at most 1): " + srun);
+  ASSERT_NE(restart, std::string::npos) << out;
+  const size_t resumed_from = out.find("--ckpt_path=" + checkpoints.string(), restart);
+  EXPECT_NE(resumed_from, std::string::npos) << "the restart resumes from the killed run's checkpoint:\n" << out;
+  // The restarted step trains to the end: its last checkpoint is at 30 epochs of 6 steps.
+  int64_t last_step = -1;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "run/lightning_logs", ec)) {
+    if (e.path().extension() != ".safetensors") continue;
+    last_step = std::max(last_step, tandem::trainer::load_checkpoint(e.path().string()).trainer_state["global_step"].get<int64_t>());
+  }
+  EXPECT_EQ(last_step, 30 * 6) << out;
+  for (const auto& e : fs::directory_iterator(dir / "run", ec)) {
+    EXPECT_NE(e.path().filename().string().rfind(".tandem_failures_", 0), 0u) << "the agent removes " << e.path();
+  }
+}
+
 }  // namespace
