@@ -3,10 +3,8 @@
 # steps between network-namespace "hosts" (scripts/netns_cluster.sh) whose links are limited to
 # each RATE (a tc token bucket on every host's link, as bench/run_netns.sh does):
 #   1. the step profile (forward, backward, optimizer) of bench_ddp's mlp_deep (784, eight hidden
-#      layers of 512, 10; Adam; batch 128) measured by `tandem plan --predict`, one thread, with as
-#      many copies running at once as the check has hosts (the mean of theirs): the ranks share
-#      this machine's cores, so a rank computes at the speed of one of several processes, not of
-#      one process alone (on a cluster each rank has its own device, and one copy is the profile);
+#      layers of 512, 10; Adam; batch 128) measured by `tandem plan --predict` in one process, one
+#      thread;
 #   2. per host count and rate: alpha and bus bandwidth fitted to allreduce_perf's out-of-place
 #      times (least squares of t = 2 (p - 1) alpha + 2 (p - 1) / p * n / B over 256 KiB-16 MiB);
 #   3. the model's step from 1 and 2 (`tandem plan --predict --predict_step_ms=...`) beside
@@ -25,28 +23,13 @@ MODEL_FLAGS=(--model.hidden=[512,512,512,512,512,512,512,512] --data.batch_size=
 cluster=scripts/netns_cluster.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 
-# The mean step profile "forward,backward,optimizer" (ms) of $1 copies of the one-process
-# profile run at once.
-measure_profile() {
-  local dir
-  dir=$(mktemp -d)
-  for ((c = 0; c < $1; ++c)); do
-    "$BUILD_DIR/bin/tandem" plan --trainer.accelerator=cpu "${MODEL_FLAGS[@]}" --predict >"$dir/$c.json" 2>/dev/null &
-  done
-  wait
-  python3 - "$dir"/*.json <<'PY'
-import json, sys
-ps = [json.load(open(f))["prediction"]["step_profile"] for f in sys.argv[1:]]
-print(",".join("%.3f" % (sum(p[k] for p in ps) / len(ps)) for k in ("forward_ms", "backward_ms", "optimizer_ms")))
-PY
-  rm -rf "$dir"
-}
-
 if [ -z "${TANDEM_SCALING_INSIDE:-}" ]; then
+  profile=$("$BUILD_DIR/bin/tandem" plan --trainer.accelerator=cpu "${MODEL_FLAGS[@]}" --predict 2>/dev/null |
+    python3 -c 'import json, sys
+p = json.load(sys.stdin)["prediction"]["step_profile"]
+print("%.3f,%.3f,%.3f" % (p["forward_ms"], p["backward_ms"], p["optimizer_ms"]))')
+  echo "# step profile (forward,backward,optimizer ms, one process, 1 thread): $profile; load: $(cut -d' ' -f1-3 /proc/loadavg)"
   for hosts in $HOSTS; do
-    profile=$(measure_profile "$hosts")
-    echo "# step profile (forward,backward,optimizer ms, 1 thread, mean of $hosts copies at once): $profile;" \
-         "load: $(cut -d' ' -f1-3 /proc/loadavg)"
     for rate in $RATES; do
       "$cluster" run "$hosts" 1800 -- env TANDEM_SCALING_INSIDE=1 RATE="$rate" HOSTS_UP="$hosts" PROFILE="$profile" \
         BATCHES="$BATCHES" DATA="$DATA" TANDEM_BUILD_DIR="$BUILD_DIR" "$PWD/bench/run_scaling_check.sh"
