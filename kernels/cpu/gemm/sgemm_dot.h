@@ -1,7 +1,7 @@
-// The narrow-C path of sgemm (sgemm_dot_avx2.cpp): C[m,n] = alpha * A B^T + beta * C, plus
-// bias[j] on every row when not null, with A [m,k] (row stride lda) and B [n,k] (row stride ldb)
-// both contiguous along k. sgemm takes it for n <= kSgemmDotMaxN when A is not transposed and B
-// is, on the AVX2 and AVX-512 paths; beta == 0: C is only written.
+// The narrow-C path of sgemm (sgemm_dot_avx2.cpp, sgemm_dot_avx512.cpp): C[m,n] = alpha * A B^T
+// + beta * C, plus bias[j] on every row when not null, with A [m,k] (row stride lda) and B [n,k]
+// (row stride ldb) both contiguous along k. sgemm takes it for n <= kSgemmDotMaxN when A is not
+// transposed and B is, with the active instruction set's version; beta == 0: C is only written.
 #pragma once
 #include <cstdint>
 
@@ -12,6 +12,8 @@ constexpr int64_t kSgemmDotMaxN = 16;
 #if defined(__x86_64__)
 void sgemm_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc, const float* bias);
+void sgemm_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc, const float* bias);
 #endif
 
 }  // namespace tandem::cpu

@@ -1,0 +1,81 @@
+// The AVX-512 twin of sgemm_dot_avx2.cpp: the same narrow-C product C = alpha * A B^T + beta * C
+// (+ bias), A [m,k] and B [n,k] both contiguous along k, n <= kSgemmDotMaxN. Two rows of A per
+// pass share every load of B (loads per FMA (2 + C) / 2C instead of (1 + C) / C), 16 lanes a
+// load, and the k tail is a masked load instead of a scalar loop. The 10-class head (256 x 10 x
+// 1024) was the one MLP shape below PyTorch's matmul on the AVX2 path (docs/PERFORMANCE.md).
+// Sums are in another order than the AVX2 path's: results agree to float32 rounding, not bits.
+#include "kernels/cpu/gemm/sgemm_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace tandem::cpu {
+
+namespace {
+
+// The sum of v's 16 lanes. Masked extracts: GCC 12's unmasked ones (and _mm512_reduce_add_ps,
+// _mm512_castps512_ps256, built on them) pass an undefined vector that -Wuninitialized reports.
+__attribute__((target("avx512f"), always_inline)) inline float hsum(__m512 v) {
+  const __m512d d = _mm512_castps_pd(v);
+  const __m256 s8 = _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 0)),
+                                  _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1)));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// Depth [p, p + 16) (the lanes of `mask`) of the R x C dot products into acc.
+template <int R, int C>
+__attribute__((target("avx512f"), always_inline)) inline void dot_step(const float* a, int64_t lda, const float* b,
+                                                                       int64_t ldb, int64_t p, __mmask16 mask,
+                                                                       __m512 (&acc)[R][C]) {
+  __m512 x[R];
+  for (int r = 0; r < R; ++r) x[r] = _mm512_maskz_loadu_ps(mask, a + r * lda + p);
+  for (int jj = 0; jj < C; ++jj) {
+    const __m512 bv = _mm512_maskz_loadu_ps(mask, b + jj * ldb + p);
+    for (int r = 0; r < R; ++r) acc[r][jj] = _mm512_fmadd_ps(x[r], bv, acc[r][jj]);
+  }
+}
+
+// Rows [i, i + R) x columns [j0, j0 + C): R x C dot products, R x C accumulators.
+template <int R, int C>
+__attribute__((target("avx512f"))) void dot_block(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
+                                                  float alpha, float beta, float* c, int64_t ldc, const float* bias) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int jj = 0; jj < C; ++jj) acc[r][jj] = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) dot_step<R, C>(a, lda, b, ldb, p, __mmask16(0xFFFF), acc);
+  if (p < k) dot_step<R, C>(a, lda, b, ldb, p, __mmask16((1u << (k - p)) - 1), acc);
+  for (int r = 0; r < R; ++r)
+    for (int jj = 0; jj < C; ++jj) {
+      float v = alpha * hsum(acc[r][jj]);
+      float* out = c + r * ldc + jj;
+      if (beta != 0.0f) v += beta * *out;
+      if (bias) v += bias[jj];
+      *out = v;
+    }
+}
+
+using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float, float*, int64_t,
+                            const float*);
+template <int R>
+constexpr DotBlockFn kBlocks[9] = {nullptr,         dot_block<R, 1>, dot_block<R, 2>, dot_block<R, 3>, dot_block<R, 4>,
+                                   dot_block<R, 5>, dot_block<R, 6>, dot_block<R, 7>, dot_block<R, 8>};
+
+}  // namespace
+
+void sgemm_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  for (int64_t i = 0; i < m; i += 2) {
+    const DotBlockFn* blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+      const int cols = int(n - j0 < 8 ? n - j0 : 8);
+      blocks[cols](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc, bias ? bias + j0 : nullptr);
+    }
+  }
+}
+
+}  // namespace tandem::cpu
+#endif
