@@ -110,6 +110,37 @@ TEST(Reducer, NoSyncAccumulatesLocallyThenReducesTheSum) {
   }
 }
 
+// finalize() leaves each .grad a view of its slot in the bucket (nothing copied back). Zeroed in
+// place instead of dropped (zero_grad(set_to_none=false)), the next passes accumulate into the
+// slots themselves: a no_sync backward, then a synchronized one whose hooks find each gradient
+// in its slot already, and the average of the sum is exact.
+TEST(Reducer, GradientsAreViewsOfTheBucketAndAccumulateInPlaceExactly) {
+  const std::vector<int64_t> sizes{3, 5};
+  auto params = make_params(sizes);
+  Reducer reducer(params, g_world);
+  ASSERT_EQ(reducer.buckets().size(), 1u);
+  const std::vector<bool> all(sizes.size(), true);
+  reducer.prepare_for_backward(true);
+  loss_for(params, g_world->rank(), all, false).backward();
+  reducer.finalize();
+  // Bucket order is reverse registration: p1 at offset 0, p0 right after its 5 values.
+  const float* slot1 = static_cast<const float*>(params[1].grad().raw_data());
+  const float* slot0 = static_cast<const float*>(params[0].grad().raw_data());
+  EXPECT_EQ(slot0, slot1 + sizes[1]) << "both gradients live in the one bucket";
+  for (auto& p : params) p.grad().zero_();
+  reducer.prepare_for_backward(false);
+  loss_for(params, g_world->rank(), all, true).backward();
+  reducer.prepare_for_backward(true);
+  loss_for(params, g_world->rank(), all, false).backward();
+  reducer.finalize();
+  EXPECT_EQ(params[1].grad().raw_data(), slot1);
+  EXPECT_EQ(params[0].grad().raw_data(), slot0);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto g = params[k].grad().to_vector<float>();
+    for (int64_t i = 0; i < sizes[k]; ++i) EXPECT_EQ(g[size_t(i)], expected_avg(k, i, 2)) << "k=" << k << " i=" << i;
+  }
+}
+
 TEST(Reducer, ParametersUnusedOnSomeRanksStillAverageEverywhere) {
   // Parameter 1 is used only on even ranks; odd ranks contribute zeros and still end with the
   // average (a defined gradient), so every replica takes the same step.
