@@ -134,6 +134,57 @@ std::vector<std::string> attempt_args(const std::vector<std::string>& fit_args, 
   return args;
 }
 
+// A fresh directory under `parent` for the ranks' failure reports (job_failure.h).
+fs::path make_failure_dir(const fs::path& parent) {
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  std::string dir_template = (parent / ".tandem_failures_XXXXXX").string();
+  if (!mkdtemp(dir_template.data())) {
+    throw DataError("cannot create a directory under " + parent.string() + " for the job's failure reports: " +
+                    std::strerror(errno));
+  }
+  return dir_template;
+}
+
+// The size of the attempt after `attempt` failed: the processes still there (one fewer on this
+// machine; under Slurm, the nodes the job holds), shrunk by min_processes' rules. False, after
+// saying why, when the run must end.
+bool resize_after_failure(const trainer::TrainerOptions& o, const ExecutionPlan& plan, const Attempt& first,
+                          const std::string& last_cause, Attempt& attempt) {
+  const std::optional<SlurmJob>& slurm = plan.cluster.slurm;
+  const int per_node = slurm ? plan.processes_per_node : 1;
+  const bool elastic = o.min_processes && *o.min_processes < plan.world_size;
+  int available = attempt.world - 1;  // the failed process's slot is lost
+  if (slurm) {  // the nodes the job still holds
+    const int held = slurm_nodes_held(slurm->job_id);
+    available = held < 0 ? attempt.world : std::min(attempt.world, held * per_node);
+    if (available < attempt.world && !elastic) {
+      std::fprintf(stderr, "tandem fit: error: Slurm job %s holds %d node(s) after this failure, fewer than the %d the job "
+                   "runs on; set --trainer.min_processes to restart on the nodes left; last failure: %s\n",
+                   slurm->job_id.c_str(), held, attempt.world / per_node, last_cause.c_str());
+      return false;
+    }
+  }
+  if (!elastic) return true;
+  const int min_world = int(*o.min_processes);
+  int next = available;
+  if (o.elastic_batch == "global" && available < plan.world_size) {
+    next = 0;
+    for (int w : global_batch_sizes(min_world, plan.world_size, first.accumulate, per_node)) {
+      if (w <= available) next = w;
+    }
+  }
+  if (next < min_world) {
+    std::fprintf(stderr, "tandem fit: error: %d process(es) remain after this failure, fewer than min_processes=%d%s; "
+                 "last failure: %s\n", available, min_world,
+                 o.elastic_batch == "global" ? " at a size that keeps the global batch" : "", last_cause.c_str());
+    return false;
+  }
+  if (o.elastic_batch == "global") attempt.accumulate = int64_t(plan.world_size) * first.accumulate / next;
+  attempt.world = next;
+  return true;
+}
+
 }  // namespace
 
 std::optional<ClusterEnvironment> restart_agent_cluster(const trainer::TrainerOptions& o) {
@@ -212,16 +263,7 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
   const std::optional<SlurmJob>& slurm = plan.cluster.slurm;
   const int per_node = slurm ? plan.processes_per_node : 0;
   // Under Slurm the ranks run on other nodes: the reports go where they all see it.
-  const fs::path report_parent = slurm ? fs::path(o.default_root_dir) : fs::path("/tmp");
-  std::error_code mkdir_ec;
-  fs::create_directories(report_parent, mkdir_ec);
-  std::string dir_template = (report_parent / ".tandem_failures_XXXXXX").string();
-  if (!mkdtemp(dir_template.data())) {
-    throw DataError("cannot create a directory under " + report_parent.string() + " for the job's failure reports: " +
-                    std::strerror(errno));
-  }
-  const fs::path failure_dir = dir_template;
-  const int min_world = int(o.min_processes.value_or(plan.world_size));
+  const fs::path failure_dir = make_failure_dir(slurm ? fs::path(o.default_root_dir) : fs::path("/tmp"));
   const Attempt first{plan.world_size, o.accumulate_grad_batches, std::nullopt};
   Attempt attempt = first;
   std::string last_cause;
@@ -267,36 +309,9 @@ int run_fit_with_restarts(const std::vector<std::string>& fit_args, const traine
                    last_cause.c_str());
       return 1;
     }
-    const bool elastic = o.min_processes && *o.min_processes < plan.world_size;
-    int available = attempt.world - 1;  // the failed process's slot is lost
-    if (slurm) {  // the nodes the job still holds
-      const int held = slurm_nodes_held(slurm->job_id);
-      available = held < 0 ? attempt.world : std::min(attempt.world, held * per_node);
-      if (available < attempt.world && !elastic) {
-        fs::remove_all(failure_dir, ec);
-        std::fprintf(stderr, "tandem fit: error: Slurm job %s holds %d node(s) after this failure, fewer than the %d the job "
-                     "runs on; set --trainer.min_processes to restart on the nodes left; last failure: %s\n",
-                     slurm->job_id.c_str(), held, attempt.world / per_node, last_cause.c_str());
-        return 1;
-      }
-    }
-    if (elastic) {
-      int next = available;
-      if (o.elastic_batch == "global" && available < plan.world_size) {
-        next = 0;
-        for (int w : global_batch_sizes(min_world, plan.world_size, first.accumulate, slurm ? per_node : 1)) {
-          if (w <= available) next = w;
-        }
-      }
-      if (next < min_world) {
-        fs::remove_all(failure_dir, ec);
-        std::fprintf(stderr, "tandem fit: error: %d process(es) remain after this failure, fewer than min_processes=%d%s; "
-                     "last failure: %s\n", available, min_world,
-                     o.elastic_batch == "global" ? " at a size that keeps the global batch" : "", last_cause.c_str());
-        return 1;
-      }
-      if (o.elastic_batch == "global") attempt.accumulate = int64_t(plan.world_size) * first.accumulate / next;
-      attempt.world = next;
+    if (!resize_after_failure(o, plan, first, last_cause, attempt)) {
+      fs::remove_all(failure_dir, ec);
+      return 1;
     }
     if (auto newest = newest_complete_checkpoint(o, started)) attempt.resume_from = *newest;
     const int64_t global = batch_size * attempt.world * attempt.accumulate;
