@@ -208,6 +208,9 @@ TEST(CudaNorm, LayerNormRowLengthsFloat32AndFloat64) {
     expect_close(g.ggamma, r.ggamma, 1e-6 * col_scale, 1e-6, "ggamma " + where);
     expect_close(g.gbeta, r.gbeta, 1e-6 * col_scale, 1e-6, "gbeta " + where);
 
+    // float64 at the shorter shapes: its > 65535-row launch is the float32 one's template, and
+    // 70000 x 7 in both types cost half of this test's time on emulated GPUs under the sanitizers.
+    if (s.rows > 65535) continue;
     const DType f64 = DType::Float64;
     LnOut g64 = layer_norm_both(kGpu, x.to(f64), gy.to(f64), s.rows, s.cols, gamma.to(f64), beta.to(f64), f64);
     LnOut r64 = layer_norm_both(Device::cpu(), x.to(f64), gy.to(f64), s.rows, s.cols, gamma.to(f64), beta.to(f64), f64);
