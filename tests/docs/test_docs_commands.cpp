@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -176,6 +177,15 @@ struct Checker {
 
   void fail(const Command& c, const std::string& why) { failures.push_back(c.where + ": `" + c.text + "`: " + why); }
 
+  // Each distinct command runs once: the docs repeat flags and selections, and a sanitized
+  // `tandem` start costs a quarter of a second.
+  std::map<std::string, CommandResult> ran;
+  const CommandResult& run_once(const std::string& command) {
+    auto it = ran.find(command);
+    if (it == ran.end()) it = ran.emplace(command, run_command(command)).first;
+    return it->second;
+  }
+
   void check_ctest(const Command& c, const std::vector<std::string>& seg) {
     std::string selection;
     for (size_t i = 1; i + 1 < seg.size(); ++i) {
@@ -184,7 +194,7 @@ struct Checker {
     }
     if (selection.find(" -R ") == std::string::npos && selection.find(" -L ") == std::string::npos) return;
     ++ctest;
-    const CommandResult r = run_command(quoted(DOCS_CTEST) + " --test-dir " + quoted(DOCS_BUILD_DIR) + " -N" + selection);
+    const CommandResult& r = run_once(quoted(DOCS_CTEST) + " --test-dir " + quoted(DOCS_BUILD_DIR) + " -N" + selection);
     // "  Test #12: name"; gtest_discover_tests lists "<executable>_NOT_BUILT" for an executable not
     // built yet, which names no test of the docs.
     static const std::regex listed("Test +#[0-9]+: (\\S+)");
@@ -212,7 +222,7 @@ struct Checker {
     for (const auto& a : kept) command += " " + quoted(a);
     if (!runs_as_written) command += " --print_config";
     ++tandem;
-    const CommandResult r = run_command("env CUDA_VISIBLE_DEVICES= " + command + " >/dev/null");
+    const CommandResult& r = run_once("env CUDA_VISIBLE_DEVICES= " + command + " >/dev/null");
     if (r.exit_code != 0) fail(c, "`" + command + "` exits " + std::to_string(r.exit_code) + ": " + r.err);
   }
 
@@ -234,8 +244,8 @@ struct Checker {
   // last dotted part as an option of a class or strategy).
   void check_bare_flag(const Command& c, const std::string& flag) {
     ++bare_flags;
-    const CommandResult r =
-        run_command(std::string("env CUDA_VISIBLE_DEVICES= ") + TANDEM_CLI_PATH + " fit " + quoted(flag) + " --print_config");
+    const CommandResult& r =
+        run_once(std::string("env CUDA_VISIBLE_DEVICES= ") + TANDEM_CLI_PATH + " fit " + quoted(flag) + " --print_config");
     if (r.exit_code == 0) return;
     const std::string key = flag.substr(0, flag.find('='));
     const std::string last = key.substr(key.rfind('.') + 1);
@@ -284,6 +294,7 @@ TEST(DocsCommands, EveryCommandTheDocsShowRunsOrResolvesInThisBuild) {
   for (const auto& f : checker.failures) report += f + "\n";
   EXPECT_TRUE(checker.failures.empty()) << checker.failures.size() << " command(s) of the docs do not run here:\n"
                                         << report;
-  std::printf("checked %d ctest selections, %d tandem command lines, %d flags named in prose, %d binaries\n",
-              checker.ctest, checker.tandem, checker.bare_flags, checker.binaries);
+  std::printf("checked %d ctest selections, %d tandem command lines, %d flags named in prose, %d binaries "
+              "(%zu distinct commands run)\n",
+              checker.ctest, checker.tandem, checker.bare_flags, checker.binaries, checker.ran.size());
 }
