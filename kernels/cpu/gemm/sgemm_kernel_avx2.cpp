@@ -3,6 +3,7 @@
 // 2 vector loads, 6 broadcasts, 12 FMAs, enough independent FMAs to cover two FMA pipes of
 // latency 4-5. Only this file's functions carry target("avx2,fma"): the rest of the library stays
 // on the baseline ISA, and sgemm_kernel() calls this only when CPUID reports AVX2 and FMA.
+#include "kernels/cpu/gemm/sgemm_dot.h"
 #include "kernels/cpu/gemm/sgemm_kernels.h"
 
 #if defined(__x86_64__)
@@ -64,7 +65,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, c
 
 }  // namespace
 
-const SgemmKernel kSgemmAvx2{CpuIsa::Avx2, kMr, kNr, tile_avx2, pack_rows_interleaved_avx2};
+const SgemmKernel kSgemmAvx2{CpuIsa::Avx2, kMr, kNr, tile_avx2, pack_rows_interleaved_avx2, sgemm_dot_avx2};
 
 }  // namespace tandem::cpu
 #endif

@@ -6,6 +6,7 @@
 // rounds up to 32, not 64, which matters for N = 784.
 // Only this file's functions carry the AVX-512 target attribute; sgemm_kernel() calls this only
 // when CPUID (and the OS's saved register state) reports AVX-512 F.
+#include "kernels/cpu/gemm/sgemm_dot.h"
 #include "kernels/cpu/gemm/sgemm_kernels.h"
 
 #if defined(__x86_64__)
@@ -81,7 +82,8 @@ __attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* a, 
 
 }  // namespace
 
-const SgemmKernel kSgemmAvx512{CpuIsa::Avx512, kMr, kNr, tile_avx512, pack_rows_interleaved_avx2};
+const SgemmKernel kSgemmAvx512{CpuIsa::Avx512, kMr, kNr, tile_avx512, pack_rows_interleaved_avx2,
+                                  sgemm_dot_avx512};
 
 }  // namespace tandem::cpu
 #endif

@@ -34,6 +34,7 @@ void pack_rows_interleaved_portable(const float* src, int64_t ld, int rows, int 
     for (int64_t p = 0; p < kb; ++p) dst[p * width + i] = 0.0f;
 }
 
-const SgemmKernel kSgemmPortable{CpuIsa::Portable, kMr, kNr, tile_portable, pack_rows_interleaved_portable};
+const SgemmKernel kSgemmPortable{CpuIsa::Portable, kMr, kNr, tile_portable, pack_rows_interleaved_portable,
+                                    nullptr};
 
 }  // namespace tandem::cpu

@@ -13,12 +13,16 @@ namespace tandem::cpu {
 
 using SgemmTileFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha,
                              float beta, const float* bias);
+// The narrow-C path (sgemm_dot.h): C[m,n] = alpha * A B^T + beta * C (+ bias) for n <= kSgemmDotMaxN.
+using SgemmDotFn = void (*)(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                            int64_t ldb, float beta, float* c, int64_t ldc, const float* bias);
 
 struct SgemmKernel {
   CpuIsa isa;
   int mr, nr;         // register tile
   SgemmTileFn tile;
   PackRowsFn pack_rows;  // the transposing pack (sgemm_pack.h)
+  SgemmDotFn dot;        // the narrow-C dot products; null where the packed path serves
 };
 
 // Defined in sgemm_kernel_<isa>.cpp; the AVX ones only exist on x86-64.

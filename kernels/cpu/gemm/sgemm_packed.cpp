@@ -205,17 +205,14 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     return;
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
-#if defined(__x86_64__)
-  if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.isa != CpuIsa::Portable) {
+  if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.dot) {
     const int nt = m * n * k >= kSgemmParallelWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
-    const auto dot = K.isa == CpuIsa::Avx512 ? sgemm_dot_avx512 : sgemm_dot_avx2;
     parallel_tasks(nt, [&](int64_t t) {
       const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
-      dot(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
+      K.dot(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
     });
     return;
   }
-#endif
   const SgemmBlocking B = sgemm_blocking(K);
   // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
   const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;
