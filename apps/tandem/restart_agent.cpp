@@ -35,6 +35,8 @@ std::vector<int> global_batch_sizes(int min, int full, int64_t accumulate, int u
 
 // Slurm: the nodes job `job_id` holds now (`scontrol show job`), -1 when scontrol does not say.
 int slurm_nodes_held(const std::string& job_id) {
+  // The id goes into a shell command: Slurm's are digits (and "_" for array tasks), nothing else.
+  if (job_id.empty() || job_id.find_first_not_of("0123456789_") != std::string::npos) return -1;
   FILE* pipe = popen(("scontrol -o show job " + job_id + " 2>/dev/null").c_str(), "r");
   if (!pipe) return -1;
   std::string out;
