@@ -218,16 +218,17 @@ TEST_F(SlurmCluster, ASignalledJobCheckpointsRequeuesItselfAndResumesExactly) {
   ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
   const std::string job = submit("requeue", "-N 2 --ntasks-per-node=1 --requeue", "srun " + fit_command("req", flags));
   const fs::path first_metrics = dir / "req/lightning_logs/version_0/metrics.csv";
+  // The tasks are found while they start up, and stopped (SIGSTOP) the moment the first step is
+  // logged: looked for only after that, an -O3 build had finished all 36 steps before they were
+  // found. Stopped, Slurm's signal is pending in both before either trains on: however fast the
+  // machine, it lands mid-training.
   const auto start = std::chrono::steady_clock::now();
-  while (!fs::exists(first_metrics) && seconds_since(start) < 30) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(fs::exists(first_metrics)) << "the job did not start training:\n" << read_text(dir / "requeue.out");
-  // Both tasks stopped (SIGSTOP) while Slurm delivers the signal, so it is pending in both
-  // before either trains on: however fast the machine, it lands mid-training.
-  std::vector<int> tasks = tandem_pids();
-  for (int i = 0; i < 100 && tasks.size() != 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    tasks = tandem_pids();
+  std::vector<int> tasks;
+  while (!(tasks.size() == 2 && fs::exists(first_metrics)) && seconds_since(start) < 30) {
+    if (tasks.size() != 2) tasks = tandem_pids();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  ASSERT_TRUE(fs::exists(first_metrics)) << "the job did not start training:\n" << read_text(dir / "requeue.out");
   ASSERT_EQ(tasks.size(), 2u) << "the job's tandem processes in the nodes: " << run_command("ip netns pids tandem-node0; "
                                  "ip netns pids tandem-node1 | xargs -r ps -o pid=,comm= -p").out;
   for (int pid : tasks) kill(pid, SIGSTOP);
