@@ -12,6 +12,11 @@
 //                                   Trainer's ddp over MPI, batch 12 per rank, STEPS steps; rank 0
 //                                   prints JSON: ms per step after 5 warm-up steps, peak RSS (max
 //                                   over ranks). The twin: gpt_torch.py ddp (PyTorch DDP, gloo)
+//   bench_gpt fit PRESET B STEPS ACCELERATOR PRECISION TEXT
+//                                   the preset at its block_size T with AdamW lr 1e-4 under the
+//                                   Trainer on one device of ACCELERATOR at PRECISION, batches of B
+//                                   windows of TEXT's bytes; prints JSON: ms per step after 5 warm-up
+//                                   steps, tokens (B * T) per second. The twin: gpt_torch.py cuda
 // Threads: OMP_NUM_THREADS.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -126,17 +131,24 @@ int train(const std::string& text, int64_t steps) {
   return 0;
 }
 
-int step_time(const std::string& preset, int64_t B, int64_t T, int64_t steps) {
-  manual_seed(0);
+// The preset's model, built from its config section with AdamW at lr 1e-4.
+std::shared_ptr<trainer::LightningModule> preset_model(const std::string& preset, int64_t* block_size, int64_t* vocab) {
   YAML::Node config;
   config["model"]["name"] = preset;
   models::resolve_model_section(config);
   config["optimizer"]["name"] = "AdamW";
   config["optimizer"]["lr"] = 1e-4;
   resolve_optimizer_sections(config);
-  auto model = models::make_model(config);
+  *block_size = config["model"]["block_size"].as<int64_t>();
+  *vocab = config["model"]["vocab_size"].as<int64_t>();
+  return models::make_model(config);
+}
+
+int step_time(const std::string& preset, int64_t B, int64_t T, int64_t steps) {
+  manual_seed(0);
+  int64_t block_size = 0, vocab = 0;
+  auto model = preset_model(preset, &block_size, &vocab);
   trainer::OptimizerConfig opt = model->configure_optimizers();
-  const int64_t vocab = config["model"]["vocab_size"].as<int64_t>();
   std::vector<int64_t> x(size_t(B * T)), y(size_t(B * T));
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = int64_t((i * 2654435761u) % uint64_t(vocab));
@@ -206,12 +218,55 @@ int ddp(const std::string& text, int64_t steps) {
   return 0;
 }
 
+int fit_timed(const std::string& preset, int64_t B, int64_t steps, const std::string& accelerator,
+              const std::string& precision, const std::string& text) {
+  constexpr int64_t kWarmUp = 5;
+  if (steps <= kWarmUp) {
+    std::cerr << "bench_gpt fit: STEPS must be above the " << kWarmUp << " warm-up steps\n";
+    return 2;
+  }
+  manual_seed(0);
+  int64_t T = 0, vocab = 0;
+  auto model = preset_model(preset, &T, &vocab);
+  data::TextDataOptions d;
+  d.path = text;
+  d.block_size = T;
+  d.vocab_size = vocab;
+  d.batch_size = B;
+  d.samples_per_epoch = B * steps;
+  d.val_samples = 0;
+  data::TextDataModule dm(d);
+  trainer::TrainerOptions o = bench::training_only_options("gpt_fit");
+  o.accelerator = accelerator;
+  o.devices = 1;
+  o.precision = precision;
+  o.max_steps = steps;
+  o.limit_val_batches = 0;
+  auto clock = std::make_shared<StepClock>();
+  o.callbacks.push_back(clock);
+  trainer::Trainer trainer(o);
+  trainer.fit(*model, dm);
+  std::filesystem::remove_all(o.default_root_dir);
+  if (int64_t(clock->ends.size()) != steps) {
+    std::cerr << "bench_gpt fit: " << clock->ends.size() << " steps ran, " << steps << " expected\n";
+    return 1;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(clock->ends.back() - clock->ends[kWarmUp - 1]).count() /
+                    double(steps - kWarmUp);
+  std::cout << nlohmann::json{{"preset", preset}, {"B", B}, {"T", T}, {"precision", precision}, {"ms_per_step", ms},
+                              {"tokens_per_s", 1000.0 * double(B * T) / ms}}.dump()
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "train" && argc == 4) return train(argv[2], std::stoll(argv[3]));
   if (mode == "ddp" && argc == 4) return ddp(argv[2], std::stoll(argv[3]));
+  if (mode == "fit" && argc == 8)
+    return fit_timed(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), argv[5], argv[6], argv[7]);
   if (mode == "step" && argc == 6) return step_time(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoll(argv[5]));
   std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS | mpirun -np N bench_gpt ddp TEXT STEPS\n";
   return 2;

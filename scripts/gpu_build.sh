@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 LIMIT_BYTES=$((64 * 1024 * 1024))
-TARGETS=(tandem_cli test_cuda_backend test_cuda_cli test_nccl bench_mlp_step bench_gemm_cuda bench_attention_cuda
+TARGETS=(tandem_cli test_cuda_backend test_cuda_cli test_nccl bench_mlp_step bench_gpt bench_gemm_cuda bench_attention_cuda
   allreduce_perf)
 DATA_ROOT=${FASHION_MNIST_ROOT:-/usr/share/datasets/fashion-mnist}
 # ../shared beside the main checkout (also from a linked worktree, whose ../shared is elsewhere).

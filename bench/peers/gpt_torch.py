@@ -18,6 +18,12 @@ usage:
                                            one thread per process; prints JSON: ms per step after 5
                                            warm-up steps (rank 0's clock; each step ends with the
                                            gradient allreduce), peak RSS (max over ranks)
+  gpt_torch.py cuda PRESET B STEPS PRECISION [compile]
+                                           the preset at its block_size on one GPU, AdamW lr 1e-4,
+                                           random tokens, autocast to bf16 for bf16-mixed (32-true:
+                                           float32), eager or torch.compile'd; attention through
+                                           scaled_dot_product_attention (nanoGPT's flash path); prints
+                                           JSON: ms per step after 5 warm-up steps, tokens per second
 """
 import json
 import math
@@ -51,6 +57,10 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if x.is_cuda:  # nanoGPT's fused path on a GPU (torch 2); the CPU keeps the explicit form
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout.p if self.training else 0.0,
+                                               is_causal=True)
+            return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         att = self.attn_dropout(F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1))
@@ -245,6 +255,38 @@ def step_time(preset, batch, block, steps, threads):
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
+def cuda_step_time(preset, batch, steps, precision, compiled):
+    warmup = 5
+    if steps <= warmup:
+        sys.exit("gpt_torch.py cuda: STEPS must be above the 5 warm-up steps")
+    if precision not in ("32-true", "bf16-mixed"):
+        sys.exit(f"gpt_torch.py cuda: precision {precision!r}; allowed: 32-true, bf16-mixed")
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False  # Tandem's 32-true is float32 throughout
+    cfg = PRESETS[preset]
+    model = GPT(**cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    step_model = torch.compile(model) if compiled else model
+    block = cfg["block_size"]
+    start = None
+    for i in range(steps):
+        x = torch.randint(0, 256, (batch, block), device="cuda")
+        y = torch.randint(0, 256, (batch, block), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            _, loss = step_model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if i == warmup - 1:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+    torch.cuda.synchronize()
+    ms = 1000 * (time.perf_counter() - start) / (steps - warmup)
+    print(json.dumps({"preset": preset, "B": batch, "T": block, "precision": precision,
+                      "torch": torch.__version__ + (" compile" if compiled else " eager"), "ms_per_step": ms,
+                      "tokens_per_s": 1000 * batch * block / ms, "loss": loss.item()}))
+
+
 def ddp_worker(rank, world, text_path, steps, port, results):
     import torch.distributed as dist
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -291,5 +333,8 @@ if __name__ == "__main__":
         ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 2)
     elif mode == "step":
         step_time(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]) if len(sys.argv) > 6 else 2)
+    elif mode == "cuda":
+        cuda_step_time(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
+                       len(sys.argv) > 6 and sys.argv[6] == "compile")
     else:
         sys.exit(__doc__)
