@@ -42,9 +42,11 @@ fi
 start=$(now)
 if "$PY" bench/peers/fashion_mnist_lightning.py "$EPOCHS" "$ROOT" "$WORK/lightning" gpu > "$WORK/lightning.json" \
   2> "$WORK/lightning.log"; then
-  fit_s=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["fit_s"])' "$WORK/lightning.json")
+  # Lightning's model summary goes to stdout too: the JSON is the last line.
+  fit_s=$("$PY" -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["fit_s"])' \
+    "$WORK/lightning.json")
   row "lightning" "$(since "$start")" "$WORK/lightning/lightning_logs/version_0/metrics.csv" "$fit_s"
-  cat "$WORK/lightning.json"
+  tail -n 1 "$WORK/lightning.json"
 else
   failed=1
   echo "lightning failed:" && tail -n 20 "$WORK/lightning.log"

@@ -57,7 +57,9 @@ TEST_F(CudaCli, MixedPrecisionTrainsToNearlyTheSameLoss) {
   ASSERT_EQ(full.exit_code, 0) << full.output;
   const double reference = table_value(full.output, "val_loss");
   for (const char* precision : {"bf16-mixed", "16-mixed"}) {
-    const CliRun run = fit(std::string("--trainer.accelerator=cuda --trainer.precision=") + precision);
+    // The progress bar on: its first line names the precision the run trained at.
+    const CliRun run =
+        fit(std::string("--trainer.enable_progress_bar=true --trainer.accelerator=cuda --trainer.precision=") + precision);
     ASSERT_EQ(run.exit_code, 0) << precision << "\n" << run.output;
     EXPECT_NE(run.output.find(std::string("precision=") + precision), std::string::npos) << run.output;
     EXPECT_NEAR(table_value(run.output, "val_loss"), reference, 0.05) << precision;
