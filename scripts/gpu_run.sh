@@ -7,6 +7,7 @@
 #   cuda_cli        test_cuda_cli: `tandem fit` on the GPU through the CLI, DDP over NCCL at one rank
 #   fit_lightning   `tandem fit` on the GPU beside its Lightning twin (bench/run_fit_cuda.sh)
 #   bench_step, bench_gpt, bench_gemm, bench_attention   the CUDA benchmarks beside PyTorch, short settings
+#   racecheck       compute-sanitizer racecheck on the tensor-core attention test
 #   nccl_np1, allreduce_nccl                  NCCL at one rank under mpirun
 #   memcheck        compute-sanitizer memcheck on a subset of test_cuda_backend
 # It first checks that every carried binary finds its libraries (stops at once when one does not).
@@ -110,11 +111,14 @@ step cuda_tests 120 "$(bin test_cuda_backend)"
 step cuda_cli 60 "$(bin test_cuda_cli)"
 bench fit_lightning 100 env TANDEM="$(bin tandem_cli)" ROOT="$PWD/.device/data/fashion-mnist" WORK="$LOGS/fit" \
   bench/run_fit_cuda.sh 5
-bench bench_step 70 env BENCH="$(bin bench_mlp_step)" PRECISIONS="32-true bf16-mixed" TORCH_COMPILE=0 \
+bench bench_step 90 env BENCH="$(bin bench_mlp_step)" PRECISIONS="32-true bf16-mixed" TORCH_COMPILE=0 \
   bench/run_train_step_cuda.sh 30
 bench bench_gpt 130 env BENCH="$(bin bench_gpt)" bench/run_gpt_cuda.sh 20
 bench bench_gemm 40 env BENCH="$(bin bench_gemm_cuda)" TANDEM_NO_BUILD=1 bench/run_gemm_cuda.sh 5
 bench bench_attention 40 env BENCH="$(bin bench_attention_cuda)" TANDEM_NO_BUILD=1 bench/run_attention_cuda.sh 3
+# The tensor-core attention kernels' shared-memory traffic under racecheck (barriers between tiles).
+step racecheck 45 compute-sanitizer --tool racecheck --error-exitcode 9 "$(bin test_cuda_backend)" \
+  --gtest_filter='CudaAttention.TensorCores*'
 step nccl_np1 30 mpirun -np 1 "$(bin test_nccl)"
 bench allreduce_nccl 20 mpirun -np 1 "$(bin allreduce_perf)" --backend nccl -b 1M -e 64M -f 4 -n 10 -w 2
 # Kernels of the training path and the elementwise families; the huge sizes stay out (memcheck is

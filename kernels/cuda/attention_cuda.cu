@@ -9,6 +9,9 @@
 //   CPU's rule, so both backends draw the same mask (kernels/backend.h, AttentionParams).
 //   No [Tq, Tk] buffer exists in global memory.
 //
+// bfloat16 and float16 problems with head size 32 or 64 and no dropout run on tensor cores
+// instead (attention_tensor_core.cu; CudaBackend's entry points below try it first).
+//
 // Launch plan. A row group of kLanes = 4 threads owns one query row (forward, dQ) or one key
 // row (dK/dV); lane l holds elements d = 4 s + l (s < kSlice) of that row in registers, so a
 // dot product is kSlice FMAs per lane and two xor shuffles within the group. kSlice is a
@@ -31,17 +34,22 @@
 
 #include <string>
 
-#include "base/philox.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/norm_common.cuh"
 #include "kernels/cuda/step_graph.h"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_tensor_core.h"
 
 namespace tandem {
 namespace {
 
 using cuda::from_acc;
 using cuda::to_acc;
+using cuda::attention::Layout;
+using cuda::attention::layout_of;
+using cuda::attention::Problem;
+using cuda::attention::problem_of;
 
 constexpr int kLanes = 4;   // threads per row
 constexpr int kRows = 32;   // rows per block
@@ -63,30 +71,6 @@ __device__ __forceinline__ double log_acc(double v) { return log(v); }
 template <typename A> __device__ __forceinline__ A neg_inf();
 template <> __device__ __forceinline__ float neg_inf<float>() { return -CUDART_INF_F; }
 template <> __device__ __forceinline__ double neg_inf<double>() { return -CUDART_INF; }
-
-// Strides (in elements) of one [B, H, T, D] operand's first three dims.
-struct Layout {
-  int64_t b, h, t;
-};
-Layout layout_of(const TensorView& x) { return {x.strides[0], x.strides[1], x.strides[2]}; }
-
-struct Problem {
-  int B, H, Tq, Tk, D;
-  bool causal;
-  double scale, dropout_p;
-  uint64_t seed, offset;
-  __device__ __forceinline__ int visible(int i) const {
-    return causal ? min(Tk, i + (Tk - Tq) + 1) : Tk;
-  }
-  // 1/(1-p) for a kept probability, 0 for a dropped one (1 without dropout).
-  template <typename A>
-  __device__ __forceinline__ A dropout_factor(int bh, int i, int j) const {
-    if (dropout_p <= 0.0) return A(1);
-    const uint64_t index = (uint64_t(bh) * uint64_t(Tq) + uint64_t(i)) * uint64_t(Tk) + uint64_t(j);
-    const bool keep = philox::uniform01(philox::bits(seed, offset, index)) >= float(dropout_p);
-    return keep && dropout_p < 1.0 ? A(1.0 / (1.0 - dropout_p)) : A(0);
-  }
-};
 
 template <typename A>
 __device__ __forceinline__ A group_sum(A v) {
@@ -311,11 +295,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-Problem problem_of(const TensorView& q, const TensorView& k, const AttentionParams& p) {
-  return {int(q.shape[0]), int(q.shape[1]), int(q.shape[2]), int(k.shape[2]), int(q.shape[3]),
-          p.causal,        p.scale,         p.dropout_p,     p.seed,          p.offset};
-}
-
 // Runs body(std::integral_constant<int, kSlice>) for the head size's bucket.
 template <typename F>
 void dispatch_head_size(int64_t D, const char* kernel, F&& body) {
@@ -336,6 +315,7 @@ dim3 grid_of(int64_t rows, int64_t heads, const char* kernel) {
 
 void CudaBackend::attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const AttentionParams& p, const TensorView& out, const TensorView& lse) {
+  if (cuda::attention_forward_tensor_cores(q, k, v, p, out, lse)) return;
   const Problem pb = problem_of(q, k, p);
   const dim3 grid = grid_of(pb.Tq, int64_t(pb.B) * pb.H, "attention_forward");
   if (p.dropout_p > 0.0) cuda::count_random_launch();  // a CUDA graph would replay this mask (step_graph.h)
@@ -354,6 +334,7 @@ void CudaBackend::attention_backward(const TensorView& q, const TensorView& k, c
                                      const TensorView& out, const TensorView& gout, const TensorView& lse,
                                      const AttentionParams& p, const TensorView& gq, const TensorView& gk,
                                      const TensorView& gv) {
+  if (cuda::attention_backward_tensor_cores(q, k, v, out, gout, lse, p, gq, gk, gv)) return;
   const Problem pb = problem_of(q, k, p);
   const int64_t heads = int64_t(pb.B) * pb.H;
   const dim3 query_grid = grid_of(pb.Tq, heads, "attention_backward"), key_grid = grid_of(pb.Tk, heads, "attention_backward");

@@ -7,6 +7,9 @@
 //   - float16 and bfloat16 inputs against the CPU's float32 result on the same rounded inputs,
 //     output and gradients within 2e-2 (half of a unit in the 8th bit of bfloat16 is 2e-3 per
 //     element; the products add up over the keys);
+//   - the tensor-core kernels (attention_tensor_core.cu: bfloat16 and float16, D = 32 and 64) at
+//     shapes spanning several 64-row blocks and key tiles, on contiguous inputs and on q, k, v as
+//     views of one fused qkv projection (GPT's layout), within 1.5e-2 (bfloat16) and 3e-3 (float16);
 //   - the dropout mask: the same seed gives the same kept set on both backends;
 //   - autocast: bfloat16-mixed lowers float32 q, k, v to bfloat16 on CUDA;
 //   - errors: mixed devices, a head size past 128.
@@ -19,6 +22,7 @@
 #include "base/error.h"
 #include "cuda_family_test_util.h"
 #include "gpu_test_skip.h"
+#include "kernels/cuda/attention_tensor_core.h"
 #include "tensor/generator.h"
 #include "tensor/ops/autocast.h"
 #include "tensor/ops/ops.h"
@@ -92,6 +96,46 @@ TEST(CudaAttention, HalfInputsAccumulateInFloat) {
     auto [out, grad] = compare({1, 2, 45, 45, 16, true}, dtype, 3);
     EXPECT_LE(out, 2e-2) << dtype_name(dtype);
     EXPECT_LE(grad, 2e-2) << dtype_name(dtype);
+  }
+}
+
+// q, k, v of [B, H, T, D] as GPT makes them: one [B, T, 3 H D] projection, split and viewed per
+// head (strides T 3HD, D, 3HD, 1). The CPU runs the same views in float32.
+std::pair<double, double> compare_fused(int64_t B, int64_t H, int64_t T, int64_t D, DType dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t C = H * D;
+  Tensor qkv = random_tensor({B, T, 3 * C}, rng, dtype), g = random_tensor({B, H, T, D}, rng, dtype);
+  auto heads = [&](const Tensor& fused, int part) {
+    return fused.narrow(2, part * C, C).view({B, T, H, D}).transpose(1, 2);
+  };
+  Tensor cpu_qkv = qkv.to(DType::Float32).requires_grad_(true), gpu_qkv = qkv.to(kGpu).requires_grad_(true);
+  const Tensor gq = heads(gpu_qkv, 0), gk = heads(gpu_qkv, 1), gv = heads(gpu_qkv, 2);
+  const TensorView views[3] = {gq.view_desc(), gk.view_desc(), gv.view_desc()};
+  EXPECT_TRUE(cuda::attention_runs_on_tensor_cores(AttentionParams{}, {&views[0], &views[1], &views[2]}))
+      << "the fused views should run on tensor cores";
+  Tensor ref = scaled_dot_product_attention(heads(cpu_qkv, 0), heads(cpu_qkv, 1), heads(cpu_qkv, 2), 0.0, true);
+  Tensor got = scaled_dot_product_attention(gq, gk, gv, 0.0, true);
+  ref.backward(g.to(DType::Float32));
+  got.backward(g.to(kGpu));
+  return {max_error(got.to(DType::Float32), ref), max_error(gpu_qkv.grad().to(DType::Float32), cpu_qkv.grad())};
+}
+
+TEST(CudaAttention, TensorCoresMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    // Measured in the emulation build: at most 5.7e-3 (bfloat16) and 6.8e-4 (float16).
+    const double bound = dtype == DType::BFloat16 ? 1.5e-2 : 3e-3;
+    for (const Case& c : {Case{1, 2, 130, 130, 64, true}, Case{2, 1, 33, 100, 32, false}, Case{1, 1, 5, 77, 64, true},
+                          Case{1, 1, 64, 64, 32, true}}) {
+      const std::string what = std::string(dtype_name(dtype)) + " Tq " + std::to_string(c.Tq) + " Tk " +
+                               std::to_string(c.Tk) + " D " + std::to_string(c.D);
+      auto [out, grad] = compare(c, dtype, 11);
+      EXPECT_LE(out, bound) << what;
+      EXPECT_LE(grad, bound) << what;
+    }
+    auto [out, grad] = compare_fused(2, 2, 70, 64, dtype, 12);
+    EXPECT_LE(out, bound) << "fused qkv views, " << dtype_name(dtype);
+    EXPECT_LE(grad, bound) << "fused qkv views, " << dtype_name(dtype);
   }
 }
 
