@@ -14,7 +14,8 @@
 # $OUT (else ./gpu-out) gets summary.txt (one line per step, appended as each ends), results.md
 # (the benchmark and fit tables), failures.txt and logs.tgz (every log; rewritten after each step,
 # so a call cut short still returns what ran). Each step reports and the run goes on.
-#   bash scripts/gpu_run.sh [check]     (the one phase; DEADLINE_S=seconds overrides 450)
+#   bash scripts/gpu_run.sh [check]     (the one phase; DEADLINE_S=seconds overrides 450; ONLY="step
+#                                        names" runs just those, for a short second call)
 PHASE=${1:-check}
 [ "$PHASE" = check ] || { echo "gpu_run.sh: unknown phase '$PHASE'; the one phase is check" >&2; exit 2; }
 set -uo pipefail
@@ -65,6 +66,10 @@ collect() {  # failures.txt and logs.tgz as they stand (written aside, then move
 step() {  # step NAME LIMIT_S COMMAND...: runs it under timeout min(LIMIT_S, time left), one summary line
   local name=$1 limit=$2
   shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    echo "$name: not in ONLY=\"$ONLY\"" >> "$summary"
+    return
+  fi
   # What is left, less 5 s for timeout's kill of a command that ignores SIGTERM.
   local left=$((started + DEADLINE_S - $(date +%s) - 5))
   if [ "$left" -lt 5 ]; then

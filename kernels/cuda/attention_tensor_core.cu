@@ -48,7 +48,7 @@ using cuda::pack_floats;
 using cuda::pack_pair;
 
 constexpr int kTile = 64;     // rows per block and per streamed tile
-constexpr int kThreads = 128;  // 4 warps of 16 rows
+constexpr int kTileThreads = 128;  // 4 warps of 16 rows (not cuda::kThreads, the elementwise block)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -58,7 +58,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <typename T, int D>
 __device__ __forceinline__ void load_rows(const T* head, int64_t row_stride, int first, int limit, T* tile) {
   constexpr int kChunks = D / 8, kPitch = D + 8;
-  for (int e = threadIdx.x; e < kTile * kChunks; e += kThreads) {
+  for (int e = threadIdx.x; e < kTile * kChunks; e += kTileThreads) {
     const int r = e / kChunks, c = e % kChunks, row = first + r;
     uint4 v{0, 0, 0, 0};
     if (row < limit) v = *reinterpret_cast<const uint4*>(head + int64_t(row) * row_stride + c * 8);
@@ -159,7 +159,7 @@ __device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], const f
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileThreads)
     tc_forward_kernel(const T* q, Layout lq, const T* k, Layout lk, const T* v, Layout lv, T* out, Layout lo,
                       float* lse, Problem pb) {
   constexpr int kPitch = D + 8;
@@ -231,10 +231,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileThreads)
     tc_delta_kernel(const T* out, Layout lo, const T* gout, Layout lg, float* delta, Problem pb) {
   const int bh = blockIdx.y, b = bh / pb.H, h = bh % pb.H;
-  const int i = int(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i = int(blockIdx.x) * (kTileThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   float acc = 0.f;
   if (i < pb.Tq) {
     const T* o = out + b * lo.b + h * lo.h + int64_t(i) * lo.t;
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileThreads)
     tc_dq_kernel(const T* q, Layout lq, const T* k, Layout lk, const T* v, Layout lv, const T* gout, Layout lg,
                  const float* lse, const float* delta, T* gq, Layout lgq, Problem pb) {
   constexpr int kPitch = D + 8;
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileThreads)
     tc_dkv_kernel(const T* q, Layout lq, const T* k, Layout lk, const T* v, Layout lv, const T* gout, Layout lg,
                   const float* lse, const float* delta, T* gk, Layout lgk, T* gv, Layout lgv, Problem pb) {
   constexpr int kPitch = D + 8;
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     load_rows<T, D>(q + b * lq.b + h * lq.h, lq.t, i0, pb.Tq, q_s);
     load_rows<T, D>(gout + b * lg.b + h * lg.h, lg.t, i0, pb.Tq, do_s);
-    for (int e = threadIdx.x; e < kTile; e += kThreads) {
+    for (int e = threadIdx.x; e < kTile; e += kTileThreads) {
       const bool in = i0 + e < pb.Tq;
       lse_s[e] = in ? lse[int64_t(bh) * pb.Tq + i0 + e] * kLog2e : 0.f;
       delta_s[e] = in ? delta[int64_t(bh) * pb.Tq + i0 + e] : 0.f;
@@ -397,7 +397,7 @@ bool attention_forward_tensor_cores(const TensorView& q, const TensorView& k, co
   dispatch_tensor_core(q.dtype, pb.D, [&](auto tag_, auto head) {
     using T = TANDEM_CUDA_TYPE(tag_);
     launch<tc_forward_kernel<T, decltype(head)::value>>(
-        tile_grid(pb.Tq, int64_t(pb.B) * pb.H), dim3(kThreads), 0, current_stream(), q.ptr<const T>(), layout_of(q),
+        tile_grid(pb.Tq, int64_t(pb.B) * pb.H), dim3(kTileThreads), 0, current_stream(), q.ptr<const T>(), layout_of(q),
         k.ptr<const T>(), layout_of(k), v.ptr<const T>(), layout_of(v), out.ptr<T>(), layout_of(out),
         lse.ptr<float>(), pb);
     TANDEM_CUDA_CHECK_LAUNCH("tc_forward_kernel");
@@ -416,16 +416,16 @@ bool attention_backward_tensor_cores(const TensorView& q, const TensorView& k, c
   dispatch_tensor_core(q.dtype, pb.D, [&](auto tag_, auto head) {
     using T = TANDEM_CUDA_TYPE(tag_);
     constexpr int D = decltype(head)::value;
-    launch<tc_delta_kernel<T>>(dim3(unsigned((pb.Tq + 3) / 4), unsigned(heads)), dim3(kThreads), 0,
+    launch<tc_delta_kernel<T>>(dim3(unsigned((pb.Tq + 3) / 4), unsigned(heads)), dim3(kTileThreads), 0,
                                current_stream(), out.ptr<const T>(), layout_of(out), gout.ptr<const T>(),
                                layout_of(gout), delta.as<float>(), pb);
     TANDEM_CUDA_CHECK_LAUNCH("tc_delta_kernel");
-    launch<tc_dq_kernel<T, D>>(tile_grid(pb.Tq, heads), dim3(kThreads), 0, current_stream(), q.ptr<const T>(),
+    launch<tc_dq_kernel<T, D>>(tile_grid(pb.Tq, heads), dim3(kTileThreads), 0, current_stream(), q.ptr<const T>(),
                                layout_of(q), k.ptr<const T>(), layout_of(k), v.ptr<const T>(), layout_of(v),
                                gout.ptr<const T>(), layout_of(gout), lse.ptr<const float>(), delta.as<float>(),
                                gq.ptr<T>(), layout_of(gq), pb);
     TANDEM_CUDA_CHECK_LAUNCH("tc_dq_kernel");
-    launch<tc_dkv_kernel<T, D>>(tile_grid(pb.Tk, heads), dim3(kThreads), 0, current_stream(), q.ptr<const T>(),
+    launch<tc_dkv_kernel<T, D>>(tile_grid(pb.Tk, heads), dim3(kTileThreads), 0, current_stream(), q.ptr<const T>(),
                                 layout_of(q), k.ptr<const T>(), layout_of(k), v.ptr<const T>(), layout_of(v),
                                 gout.ptr<const T>(), layout_of(gout), lse.ptr<const float>(), delta.as<float>(),
                                 gk.ptr<T>(), layout_of(gk), gv.ptr<T>(), layout_of(gv), pb);
