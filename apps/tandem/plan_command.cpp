@@ -41,7 +41,8 @@ std::string plan_help(const ConfigSchema& run_schema) {
                "  --predict          add \"prediction\": the step time and scaling efficiency at this\n"
                "                     plan's nodes and processes (docs/SCALING.md), measured on one device\n"
                "                     here unless --predict_step_ms=F,B,O; links --predict_intra and\n"
-               "                     --predict_inter=LATENCY_US,GBPS, --predict_averaging, --predict_bucket_mb\n"
+               "                     --predict_inter=LATENCY_US,GBPS, --predict_host_ns_per_byte (CPU the\n"
+               "                     transfers cost the computing cores), --predict_averaging, --predict_bucket_mb\n"
                "Environment: TANDEM_SIMULATE_CUDA_DEVICES=N plans as if N GPUs were visible;\n"
                "TANDEM_SIMULATE_BUSY_CUDA_DEVICES=1,3 marks GPUs busy for auto_select_gpus.\n\n" +
          trainer_only.help_text() + "\nregistered accelerators (and auto, gpu = cuda):\n" +

@@ -141,6 +141,7 @@ std::vector<int64_t> bucket_bytes(const std::vector<Tensor>& params, double cap_
 nlohmann::ordered_json prediction_json(const scaling::StepPrediction& p) {
   return {{"step_ms", p.step_s * 1e3},
           {"compute_ms", p.compute_s * 1e3},
+          {"host_cpu_ms", p.host_s * 1e3},
           {"communication_ms", p.communication_s * 1e3},
           {"exposed_communication_ms", p.exposed_s * 1e3},
           {"efficiency", p.efficiency}};
@@ -153,6 +154,8 @@ std::vector<AppFlag> predict_flags() {
           {"predict_step_ms", "F,B,O: forward, backward and optimizer ms per step (default: measured here)", true},
           {"predict_intra", "LATENCY_US,GBPS of the links inside a node (default 2,370: NVLink 4)", true},
           {"predict_inter", "LATENCY_US,GBPS between nodes, all NICs of a node (default 5,400: 8 x 400 Gb/s)", true},
+          {"predict_host_ns_per_byte", "CPU ns of the computing cores per byte a rank sends (default 0: DMA copies; "
+                                       "TCP on the cores that compute: fitted by bench/run_scaling_check.sh)", true},
           {"predict_averaging", "allreduce | sharded | bytegrad | decentralized | low_precision_decentralized | async "
                                 "(default allreduce)", true},
           {"predict_bucket_mb", "the Reducer's bucket cap in MiB (default 25; the first bucket at most 1)", true}};
@@ -170,6 +173,9 @@ nlohmann::ordered_json predict_scaling(const ParsedRun& run, const ExecutionPlan
   cluster.ranks_per_node = std::max(1, plan.world_size / std::max(1, plan.num_nodes));
   cluster.intra = parse_link(run, "predict_intra", "2,370");
   cluster.inter = parse_link(run, "predict_inter", "5,400");
+  cluster.host_s_per_byte =
+      parse_numbers("predict_host_ns_per_byte", flag_value(run, "predict_host_ns_per_byte", "0"), 1,
+                    "nanoseconds per byte >= 0, e.g. 3.5")[0] * 1e-9;
   const Averaging averaging = scaling::averaging_from_name(flag_value(run, "predict_averaging", "allreduce"));
   const double cap_mb = parse_numbers("predict_bucket_mb", flag_value(run, "predict_bucket_mb", "25"), 1,
                                       "a bucket cap in MiB > 0, e.g. 25")[0];

@@ -91,12 +91,27 @@ StepPrediction predict_step(const StepProfile& profile, const Cluster& c, Averag
                "scaling model: nodes and ranks per node must be >= 1");
   TANDEM_CHECK(profile.forward_s >= 0 && profile.backward_s >= 0 && profile.optimizer_s >= 0, ConfigError,
                "scaling model: step times must be >= 0 seconds");
+  TANDEM_CHECK(c.host_s_per_byte >= 0, ConfigError, "scaling model: host CPU seconds per byte must be >= 0");
   const int p = c.ranks();
   const int64_t total = std::accumulate(profile.bucket_bytes.begin(), profile.bucket_bytes.end(), int64_t{0});
   StepPrediction out;
   const double optimizer = averaging == Averaging::ShardedOptimizer ? profile.optimizer_s / p : profile.optimizer_s;
-  out.compute_s = profile.forward_s + profile.backward_s + optimizer;
-  const double backward_end = profile.forward_s + profile.backward_s;
+  // CPU time of the transfers overlapped with backward: gamma times the bytes a rank sends then
+  // (the ring's volume of an allreduce; a reduce-scatter is half of it). Exchanges after the
+  // optimizer are exposed whole, their CPU time inside their wait.
+  const double ring_volume = p > 1 ? 2.0 * (p - 1) / p : 0.0;
+  double sent_in_backward = 0.0;
+  switch (averaging) {
+    case Averaging::Allreduce:
+    case Averaging::Asynchronous: sent_in_backward = ring_volume * double(total); break;  // async: same cores
+    case Averaging::ShardedOptimizer: sent_in_backward = ring_volume * double(total) / 2.0; break;
+    case Averaging::CompressedAllreduce: sent_in_backward = ring_volume * double(compressed(total)); break;
+    default: break;
+  }
+  out.host_s = c.host_s_per_byte * sent_in_backward;
+  const double backward = profile.backward_s + out.host_s;
+  out.compute_s = profile.forward_s + backward + optimizer;
+  const double backward_end = profile.forward_s + backward;
 
   // Buckets averaged during backward, one at a time, in bucket order.
   auto bucket_cost = [&](int64_t bytes) {
@@ -111,7 +126,7 @@ StepPrediction predict_step(const StepProfile& profile, const Cluster& c, Averag
   double done = 0.0;
   for (int64_t bytes : profile.bucket_bytes) {
     produced += bytes;
-    const double ready = profile.forward_s + (total > 0 ? profile.backward_s * double(produced) / double(total) : 0.0);
+    const double ready = profile.forward_s + (total > 0 ? backward * double(produced) / double(total) : 0.0);
     const double cost = bucket_cost(bytes);
     done = std::max(ready, done) + cost;
     out.communication_s += cost;

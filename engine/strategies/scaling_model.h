@@ -26,6 +26,14 @@
 // exchange after the step (one peer: bagua's shift_one); ZeRO-1 steps 1 / p of the optimizer;
 // asynchronous averaging (bagua's async) is off the step's critical path. Compression and
 // decompression compute is not modelled.
+//
+// Host CPU per byte (Cluster::host_s_per_byte, gamma): where a transfer runs on the cores that
+// compute (TCP through the kernel's stack, shared-memory copies), every byte a rank sends costs
+// those cores gamma seconds, which overlapping hides the wait for but not the work. The buckets
+// averaged during backward send 2 (p - 1) / p of their bytes each (the ring's volume; a
+// reduce-scatter half of it), and their CPU time lengthens backward (the buckets' ready times
+// stretch with it). Exchanges after the optimizer are exposed whole, their CPU time inside their
+// wait. 0 (the default) for links whose copies run on DMA engines (NVLink, InfiniBand RDMA).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,6 +53,7 @@ struct Cluster {
   int ranks_per_node = 1;
   Link intra;
   Link inter;  // per node, all NICs together; unused with one node
+  double host_s_per_byte = 0.0;  // CPU seconds of the computing cores per byte a rank sends
   int ranks() const { return nodes * ranks_per_node; }
 };
 
@@ -72,7 +81,8 @@ struct StepProfile {
 };
 
 struct StepPrediction {
-  double compute_s = 0.0;        // forward + backward + optimizer
+  double compute_s = 0.0;        // forward + backward + optimizer + host_s
+  double host_s = 0.0;           // the transfers' CPU time on the computing cores (host_s_per_byte)
   double communication_s = 0.0;  // all collectives back to back
   double exposed_s = 0.0;        // what the step waits for beyond compute
   double step_s = 0.0;           // compute + exposed

@@ -395,4 +395,6 @@ TEST(PlanCli, MalformedPredictValuesAreConfigErrors) {
   expect_invalid(run_plan("--trainer.accelerator=cpu --predict_step_ms=1,2,3 --predict_averaging=ring", ""),
                  "averaging 'ring' is not known; choose one of allreduce");
   expect_invalid(run_plan("--trainer.accelerator=cpu --predict=yes", ""), "--predict takes no value");
+  expect_invalid(run_plan("--trainer.accelerator=cpu --predict_step_ms=1,2,3 --predict_host_ns_per_byte=-1", ""),
+                 "--predict_host_ns_per_byte=-1 is not valid: expected nanoseconds per byte >= 0");
 }

@@ -125,8 +125,7 @@ TEST(CudaAttention, TensorCoresMatchTheCpu) {
   for (DType dtype : {DType::BFloat16, DType::Float16}) {
     // Measured in the emulation build: at most 5.7e-3 (bfloat16) and 6.8e-4 (float16).
     const double bound = dtype == DType::BFloat16 ? 1.5e-2 : 3e-3;
-    for (const Case& c : {Case{1, 2, 130, 130, 64, true}, Case{2, 1, 33, 100, 32, false}, Case{1, 1, 5, 77, 64, true},
-                          Case{1, 1, 64, 64, 32, true}}) {
+    for (const Case& c : {Case{1, 2, 130, 130, 64, true}, Case{2, 1, 33, 100, 32, false}, Case{1, 1, 5, 77, 64, true}}) {
       const std::string what = std::string(dtype_name(dtype)) + " Tq " + std::to_string(c.Tq) + " Tk " +
                                std::to_string(c.Tk) + " D " + std::to_string(c.D);
       auto [out, grad] = compare(c, dtype, 11);

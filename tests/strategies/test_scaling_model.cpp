@@ -72,6 +72,28 @@ TEST(ScalingModel, BucketsThatFinishBeforeBackwardEndsAreHidden) {
   EXPECT_DOUBLE_EQ(alone.efficiency, 1.0);
 }
 
+TEST(ScalingModel, HostCpuPerByteLengthensBackwardByWhatTheRankSends) {
+  StepProfile profile{.forward_s = 0.01, .backward_s = 0.02, .optimizer_s = 0.005, .bucket_bytes = {1'000'000, 1'000'000}};
+  Cluster c = one_node(4, 0.0, 1e9);
+  c.host_s_per_byte = 2e-9;
+  // 4 ranks send 2 * 3 / 4 * 2e6 = 3e6 bytes during backward: 6 ms of the computing cores.
+  // Backward becomes 26 ms; the buckets (1.5 ms each) are ready at 0.01 + 0.013 and 0.036.
+  const StepPrediction p = predict_step(profile, c, Averaging::Allreduce);
+  EXPECT_NEAR(p.host_s, 0.006, 1e-15);
+  EXPECT_NEAR(p.compute_s, 0.041, 1e-15);
+  EXPECT_NEAR(p.bucket_done_s[0], 0.0245, 1e-15);
+  EXPECT_NEAR(p.bucket_done_s[1], 0.0375, 1e-15);
+  EXPECT_NEAR(p.exposed_s, 0.0015, 1e-15);
+  EXPECT_NEAR(p.step_s, 0.0425, 1e-15);
+  EXPECT_NEAR(p.efficiency, 0.035 / 0.0425, 1e-12);
+  // ZeRO-1 sends half of it during backward; the all-gather after the step is exposed whole.
+  EXPECT_NEAR(predict_step(profile, c, Averaging::ShardedOptimizer).host_s, 0.003, 1e-15);
+  // Decentralized averaging exchanges weights after the step: nothing overlaps backward.
+  EXPECT_EQ(predict_step(profile, c, Averaging::Decentralized).host_s, 0.0);
+  // One rank sends nothing.
+  EXPECT_EQ(predict_step(profile, one_node(1, 0.0, 1e9), Averaging::Allreduce).host_s, 0.0);
+}
+
 TEST(ScalingModel, EachAveragingPaysWhatItSends) {
   const StepProfile profile{.forward_s = 0.01, .backward_s = 0.02, .optimizer_s = 0.005, .bucket_bytes = {2'000'000}};
   const Cluster c = one_node(2, 0.0, 1e9);
