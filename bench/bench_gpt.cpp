@@ -268,6 +268,7 @@ int main(int argc, char** argv) {
   if (mode == "fit" && argc == 8)
     return fit_timed(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), argv[5], argv[6], argv[7]);
   if (mode == "step" && argc == 6) return step_time(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoll(argv[5]));
-  std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS | mpirun -np N bench_gpt ddp TEXT STEPS\n";
+  std::cerr << "usage: bench_gpt train TEXT STEPS | bench_gpt step PRESET B T STEPS | mpirun -np N bench_gpt ddp TEXT STEPS"
+               " | bench_gpt fit PRESET B STEPS ACCELERATOR PRECISION TEXT\n";
   return 2;
 }
