@@ -98,6 +98,25 @@ __device__ __forceinline__ void b_fragment_of_columns(const T* tile, int k0, int
   b[1] = pack_pair(column[(k0 + 2 * t + 8) * kPitch], column[(k0 + 2 * t + 9) * kPitch]);
 }
 
+// The warp's A fragments of rows [first, first + kTile) of one head, through a shared tile (rows
+// at or past `limit` are zeros). Every thread of the block takes part; the tile may be written again
+// after the next __syncthreads.
+template <typename T, int D>
+__device__ __forceinline__ void load_fragments(const T* head, int64_t row_stride, int first, int limit, T* tile,
+                                               uint32_t (&a)[D / 16][4]) {
+  load_rows<T, D>(head, row_stride, first, limit, tile);
+  __syncthreads();
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) a_fragment<T, D + 8>(tile, warp * 16, kc * 16, a[kc]);
+}
+
+// One (batch, head)'s rows of an operand.
+template <typename T>
+__device__ __forceinline__ T* head_of(T* x, Layout l, int b, int h) {
+  return x + b * l.b + h * l.h;
+}
+
 // acc[j] += A (16 x 16 kc-chunks in registers) times the transpose of tile rows [8 j, 8 j + 8):
 // a [16 x 64] product of the warp's rows with the tile's 64 rows.
 template <typename T, int D>
@@ -167,11 +186,8 @@ __global__ void __launch_bounds__(kTileThreads)
   alignas(16) __shared__ T v_s[kTile * kPitch];
   const int bh = blockIdx.y, b = bh / pb.H, h = bh % pb.H, q0 = int(blockIdx.x) * kTile;
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  load_rows<T, D>(q + b * lq.b + h * lq.h, lq.t, q0, pb.Tq, k_s);
-  __syncthreads();
   uint32_t qa[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) a_fragment<T, kPitch>(k_s, warp * 16, kc * 16, qa[kc]);
+  load_fragments<T, D>(head_of(q, lq, b, h), lq.t, q0, pb.Tq, k_s, qa);
   const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   const int seen[2] = {pb.visible(min(row[0], pb.Tq - 1)), pb.visible(min(row[1], pb.Tq - 1))};
   const float scale_log2 = float(pb.scale) * kLog2e;
@@ -180,8 +196,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int keys = pb.visible(min(pb.Tq - 1, q0 + kTile - 1));
   for (int k0 = 0; k0 < keys; k0 += kTile) {
     __syncthreads();  // the previous tiles (or Q) are consumed
-    load_rows<T, D>(k + b * lk.b + h * lk.h, lk.t, k0, pb.Tk, k_s);
-    load_rows<T, D>(v + b * lv.b + h * lv.h, lv.t, k0, pb.Tk, v_s);
+    load_rows<T, D>(head_of(k, lk, b, h), lk.t, k0, pb.Tk, k_s);
+    load_rows<T, D>(head_of(v, lv, b, h), lv.t, k0, pb.Tk, v_s);
     __syncthreads();
     float s[8][4];
     rows_times_tile_rows<T, D>(qa, k_s, s);
@@ -227,7 +243,7 @@ __global__ void __launch_bounds__(kTileThreads)
     if (t == 0 && row[r] < pb.Tq)
       lse[int64_t(bh) * pb.Tq + row[r]] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -CUDART_INF_F;
   }
-  store_rows<T, D>(o, inv, row, pb.Tq, out + b * lo.b + h * lo.h, lo.t);
+  store_rows<T, D>(o, inv, row, pb.Tq, head_of(out, lo, b, h), lo.t);
 }
 
 template <typename T>
@@ -237,8 +253,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int i = int(blockIdx.x) * (kTileThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   float acc = 0.f;
   if (i < pb.Tq) {
-    const T* o = out + b * lo.b + h * lo.h + int64_t(i) * lo.t;
-    const T* go = gout + b * lg.b + h * lg.h + int64_t(i) * lg.t;
+    const T* o = head_of(out, lo, b, h) + int64_t(i) * lo.t;
+    const T* go = head_of(gout, lg, b, h) + int64_t(i) * lg.t;
     for (int d = lane; d < pb.D; d += 32) acc += cuda::to_acc(o[d]) * cuda::to_acc(go[d]);
   }
 #pragma unroll
@@ -255,15 +271,9 @@ __global__ void __launch_bounds__(kTileThreads)
   alignas(16) __shared__ T v_s[kTile * kPitch];
   const int bh = blockIdx.y, b = bh / pb.H, h = bh % pb.H, q0 = int(blockIdx.x) * kTile;
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  load_rows<T, D>(q + b * lq.b + h * lq.h, lq.t, q0, pb.Tq, k_s);
-  load_rows<T, D>(gout + b * lg.b + h * lg.h, lg.t, q0, pb.Tq, v_s);
-  __syncthreads();
   uint32_t qa[D / 16][4], da[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    a_fragment<T, kPitch>(k_s, warp * 16, kc * 16, qa[kc]);
-    a_fragment<T, kPitch>(v_s, warp * 16, kc * 16, da[kc]);
-  }
+  load_fragments<T, D>(head_of(q, lq, b, h), lq.t, q0, pb.Tq, k_s, qa);
+  load_fragments<T, D>(head_of(gout, lg, b, h), lg.t, q0, pb.Tq, v_s, da);
   const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   int seen[2];
   float lse2[2], dl[2];
@@ -279,8 +289,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int keys = pb.visible(min(pb.Tq - 1, q0 + kTile - 1));
   for (int k0 = 0; k0 < keys; k0 += kTile) {
     __syncthreads();
-    load_rows<T, D>(k + b * lk.b + h * lk.h, lk.t, k0, pb.Tk, k_s);
-    load_rows<T, D>(v + b * lv.b + h * lv.h, lv.t, k0, pb.Tk, v_s);
+    load_rows<T, D>(head_of(k, lk, b, h), lk.t, k0, pb.Tk, k_s);
+    load_rows<T, D>(head_of(v, lv, b, h), lv.t, k0, pb.Tk, v_s);
     __syncthreads();
     float s[8][4], dp[8][4];
     rows_times_tile_rows<T, D>(qa, k_s, s);
@@ -297,7 +307,7 @@ __global__ void __launch_bounds__(kTileThreads)
     product_times_tile<T, D>(s, k_s, dq);
   }
   const float scale[2] = {float(pb.scale), float(pb.scale)};
-  store_rows<T, D>(dq, scale, row, pb.Tq, gq + b * lgq.b + h * lgq.h, lgq.t);
+  store_rows<T, D>(dq, scale, row, pb.Tq, head_of(gq, lgq, b, h), lgq.t);
 }
 
 template <typename T, int D>
@@ -310,15 +320,9 @@ __global__ void __launch_bounds__(kTileThreads)
   __shared__ float lse_s[kTile], delta_s[kTile];
   const int bh = blockIdx.y, b = bh / pb.H, h = bh % pb.H, j0 = int(blockIdx.x) * kTile;
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  load_rows<T, D>(k + b * lk.b + h * lk.h, lk.t, j0, pb.Tk, q_s);
-  load_rows<T, D>(v + b * lv.b + h * lv.h, lv.t, j0, pb.Tk, do_s);
-  __syncthreads();
   uint32_t ka[D / 16][4], va[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    a_fragment<T, kPitch>(q_s, warp * 16, kc * 16, ka[kc]);
-    a_fragment<T, kPitch>(do_s, warp * 16, kc * 16, va[kc]);
-  }
+  load_fragments<T, D>(head_of(k, lk, b, h), lk.t, j0, pb.Tk, q_s, ka);
+  load_fragments<T, D>(head_of(v, lv, b, h), lv.t, j0, pb.Tk, do_s, va);
   const int key[2] = {j0 + warp * 16 + g, j0 + warp * 16 + g + 8};
   const float scale_log2 = float(pb.scale) * kLog2e;
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
@@ -326,8 +330,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int first = pb.causal ? max(0, j0 - (pb.Tk - pb.Tq)) : 0;
   for (int i0 = first; i0 < pb.Tq; i0 += kTile) {
     __syncthreads();
-    load_rows<T, D>(q + b * lq.b + h * lq.h, lq.t, i0, pb.Tq, q_s);
-    load_rows<T, D>(gout + b * lg.b + h * lg.h, lg.t, i0, pb.Tq, do_s);
+    load_rows<T, D>(head_of(q, lq, b, h), lq.t, i0, pb.Tq, q_s);
+    load_rows<T, D>(head_of(gout, lg, b, h), lg.t, i0, pb.Tq, do_s);
     for (int e = threadIdx.x; e < kTile; e += kTileThreads) {
       const bool in = i0 + e < pb.Tq;
       lse_s[e] = in ? lse[int64_t(bh) * pb.Tq + i0 + e] * kLog2e : 0.f;
@@ -352,8 +356,8 @@ __global__ void __launch_bounds__(kTileThreads)
     product_times_tile<T, D>(dpt, q_s, dk);
   }
   const float one[2] = {1.f, 1.f}, scale[2] = {float(pb.scale), float(pb.scale)};
-  store_rows<T, D>(dk, scale, key, pb.Tk, gk + b * lgk.b + h * lgk.h, lgk.t);
-  store_rows<T, D>(dv, one, key, pb.Tk, gv + b * lgv.b + h * lgv.h, lgv.t);
+  store_rows<T, D>(dk, scale, key, pb.Tk, head_of(gk, lgk, b, h), lgk.t);
+  store_rows<T, D>(dv, one, key, pb.Tk, head_of(gv, lgv, b, h), lgv.t);
 }
 
 bool aligned_for_vectors(const TensorView& x) {
