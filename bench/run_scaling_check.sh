@@ -46,12 +46,14 @@ print("%.3f,%.3f,%.3f" % (p["forward_ms"], p["backward_ms"], p["optimizer_ms"]))
 fi
 
 # Inside the cluster's lock with HOSTS_UP hosts.
+read -r -a mpirun_args <<<"$("$cluster" mpirun-args)"
+MPIRUN=(mpirun -np "$HOSTS_UP" -H "$("$cluster" hosts)" "${mpirun_args[@]}" -x OMP_NUM_THREADS)
+PLAN=("$BUILD_DIR/bin/tandem" plan --trainer.accelerator=cpu --trainer.num_nodes="$HOSTS_UP" --trainer.devices=1
+  "${MODEL_FLAGS[@]}" --predict_step_ms="$PROFILE")
+measure_step() { "${MPIRUN[@]}" "$BUILD_DIR/bin/bench_ddp" mlp_deep 128 "$DATA" 25 "$BATCHES" 2>/dev/null | grep '^{'; }
 if [ "$RATE" = none ]; then  # the links as they are: fit gamma
-  read -r -a mpirun_args <<<"$("$cluster" mpirun-args)"
-  measured=$(mpirun -np "$HOSTS_UP" -H "$("$cluster" hosts)" "${mpirun_args[@]}" -x OMP_NUM_THREADS \
-    "$BUILD_DIR/bin/bench_ddp" mlp_deep 128 "$DATA" 25 "$BATCHES" 2>/dev/null | grep '^{')
-  plan=$("$BUILD_DIR/bin/tandem" plan --trainer.accelerator=cpu --trainer.num_nodes="$HOSTS_UP" --trainer.devices=1 \
-    "${MODEL_FLAGS[@]}" --predict_step_ms="$PROFILE" 2>/dev/null)
+  measured=$(measure_step)
+  plan=$("${PLAN[@]}" 2>/dev/null)
   MEASURED="$measured" PLAN="$plan" python3 -c 'import json, os
 m = json.loads(os.environ["MEASURED"]); p = json.loads(os.environ["PLAN"])["prediction"]
 ranks = p["ranks"]; sent = 2 * (ranks - 1) / ranks * sum(p["bucket_bytes"])
@@ -66,8 +68,6 @@ fi
 for ((i = 0; i < HOSTS_UP; ++i)); do
   tc qdisc replace dev "tdm-h$i" root tbf rate "$RATE" burst 128kb latency 50ms
 done
-read -r -a mpirun_args <<<"$("$cluster" mpirun-args)"
-MPIRUN=(mpirun -np "$HOSTS_UP" -H "$("$cluster" hosts)" "${mpirun_args[@]}" -x OMP_NUM_THREADS)
 link=$("${MPIRUN[@]}" "$BUILD_DIR/bin/allreduce_perf" --backend mpi -b 256K -e 16M -f 2 -n 10 -w 3 -c 1 2>/dev/null |
   P="$HOSTS_UP" python3 -c 'import os, sys
 p = int(os.environ["P"])
@@ -77,10 +77,8 @@ k = len(n); mn = sum(n) / k; mt = sum(t) / k
 b = sum((x - mn) * (y - mt) for x, y in zip(n, t)) / sum((x - mn) ** 2 for x in n)
 a = max(0.0, mt - b * mn)
 print("%.3f,%.6f" % (a / (2 * (p - 1)) * 1e6, 2 * (p - 1) / p / b / 1e9))')
-measured=$("${MPIRUN[@]}" "$BUILD_DIR/bin/bench_ddp" mlp_deep 128 "$DATA" 25 "$BATCHES" 2>/dev/null | grep '^{')
-predicted=$("$BUILD_DIR/bin/tandem" plan --trainer.accelerator=cpu --trainer.num_nodes="$HOSTS_UP" --trainer.devices=1 \
-  "${MODEL_FLAGS[@]}" --predict_step_ms="$PROFILE" --predict_intra="$link" --predict_inter="$link" \
-  --predict_host_ns_per_byte="$GAMMA" 2>/dev/null)
+measured=$(measure_step)
+predicted=$("${PLAN[@]}" --predict_intra="$link" --predict_inter="$link" --predict_host_ns_per_byte="$GAMMA" 2>/dev/null)
 MEASURED="$measured" PREDICTED="$predicted" LINK="$link" GAMMA="$GAMMA" python3 -c 'import json, os
 m = json.loads(os.environ["MEASURED"]); p = json.loads(os.environ["PREDICTED"])["prediction"]
 alpha_us, gbps = os.environ["LINK"].split(",")
