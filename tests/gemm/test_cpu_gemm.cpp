@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/sgemm_dot.h"
 #include "kernels/cpu/gemm/sgemm_packed.h"
 
 using namespace tandem;
@@ -148,6 +149,20 @@ TEST(CpuGemm, RowsBeyondOneCacheBlockAndThreads) {
            0, 1.0f, 0.0f, false, 2});
     // A narrow C (the dot-product path on AVX2 / AVX-512), rows split over 2 threads.
     check({false, true, 1000, 16, kSgemmParallelWork / (1000 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
+  }
+}
+
+// The narrow-C path (A B^T with n <= kSgemmDotMaxN) at every width: the AVX-512 path splits the
+// columns into blocks of at most 14, AVX2's into blocks of at most 6, two rows of A at a time;
+// odd m leaves a single row, k = 37 a partial vector and k = 3 only one.
+TEST(CpuGemm, EveryNarrowWidthOnTheDotPath) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    for (int64_t n = 1; n <= kSgemmDotMaxN; ++n) {
+      check({false, true, 5, n, 37, 2, 0.5f, 1.5f, true});
+      check({false, true, 4, n, 3});
+    }
   }
 }
 

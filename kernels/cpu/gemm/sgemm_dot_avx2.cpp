@@ -2,12 +2,15 @@
 // [m,k] and B [n,k] both running along k: each C element is a dot product of two contiguous
 // rows. The linear layer into 10 classes is this shape (256 x 10 x 1024): there, packing A costs
 // more than the whole product and a 14 x 32 tile would compute 32 columns for 10, so this path
-// skips packing and runs up to 8 dot products at a time per row of A (one load of A, then one
-// load of B and one FMA per column; a block of exactly the remaining columns, never padding).
+// skips packing and runs up to 2 x 6 dot products at a time (two rows of A share each load of B;
+// blocks of exactly the columns there are, never padding).
 #include "kernels/cpu/gemm/sgemm_dot.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <array>
+#include <utility>
 
 namespace tandem::cpu {
 
@@ -20,40 +23,69 @@ __attribute__((target("avx2,fma"), always_inline)) inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Columns [j0, j0 + C) of row i: C dot products sharing each load of A's row (C accumulators).
-template <int C>
-__attribute__((target("avx2,fma"))) void dot_block(const float* x, const float* b, int64_t ldb, int64_t k, float alpha,
-                                                   float beta, float* out, const float* bias) {
-  __m256 acc[C];
-  for (int jj = 0; jj < C; ++jj) acc[jj] = _mm256_setzero_ps();
+// Rows [i, i + R) x columns [j0, j0 + C): R x C dot products sharing each load (R x C
+// accumulators). The unroll pragmas keep the accumulators in registers: without them GCC 12 also
+// stored them to memory on every k step (see sgemm_dot_avx512.cpp).
+template <int R, int C>
+__attribute__((target("avx2,fma"))) void dot_block(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
+                                                   float alpha, float beta, float* c, int64_t ldc, const float* bias) {
+  __m256 acc[R][C];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 6
+    for (int jj = 0; jj < C; ++jj) acc[r][jj] = _mm256_setzero_ps();
   int64_t p = 0;
   for (; p + 8 <= k; p += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + p);
-    for (int jj = 0; jj < C; ++jj) acc[jj] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b + jj * ldb + p), acc[jj]);
+    __m256 x[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) x[r] = _mm256_loadu_ps(a + r * lda + p);
+#pragma GCC unroll 6
+    for (int jj = 0; jj < C; ++jj) {
+      const __m256 bv = _mm256_loadu_ps(b + jj * ldb + p);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) acc[r][jj] = _mm256_fmadd_ps(x[r], bv, acc[r][jj]);
+    }
   }
-  for (int jj = 0; jj < C; ++jj) {
-    float dot = hsum(acc[jj]);
-    for (int64_t q = p; q < k; ++q) dot += x[q] * b[jj * ldb + q];
-    float v = alpha * dot;
-    if (beta != 0.0f) v += beta * out[jj];
-    if (bias) v += bias[jj];
-    out[jj] = v;
-  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 6
+    for (int jj = 0; jj < C; ++jj) {
+      float dot = hsum(acc[r][jj]);
+      for (int64_t q = p; q < k; ++q) dot += a[r * lda + q] * b[jj * ldb + q];
+      float v = alpha * dot;
+      float* out = c + r * ldc + jj;
+      if (beta != 0.0f) v += beta * *out;
+      if (bias) v += bias[jj];
+      *out = v;
+    }
 }
 
-using DotBlockFn = void (*)(const float*, const float*, int64_t, int64_t, float, float, float*, const float*);
-constexpr DotBlockFn kDotBlocks[9] = {nullptr,       dot_block<1>, dot_block<2>, dot_block<3>, dot_block<4>,
-                                      dot_block<5>, dot_block<6>, dot_block<7>, dot_block<8>};
+using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float, float*, int64_t,
+                            const float*);
+// 2 x 6 accumulators, 2 rows of A and a row of B: 15 of the 16 ymm registers.
+constexpr int kMaxBlockCols = 6;
+
+template <int R, int... C>
+constexpr std::array<DotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
+  return {nullptr, dot_block<R, C + 1>...};
+}
+template <int R>
+constexpr auto kBlocks = blocks_of<R>(std::make_integer_sequence<int, kMaxBlockCols>{});
 
 }  // namespace
 
 void sgemm_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j0 = 0; j0 < n; j0 += 8) {
-      const int cols = int(n - j0 < 8 ? n - j0 : 8);
-      kDotBlocks[cols](a + i * lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, bias ? bias + j0 : nullptr);
+  // Columns in blocks of at most 6, as even as possible (10 columns: 5 + 5).
+  const int64_t nblocks = (n + kMaxBlockCols - 1) / kMaxBlockCols;
+  for (int64_t i = 0; i < m; i += 2) {
+    const auto& blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
+    for (int64_t bj = 0; bj < nblocks; ++bj) {
+      const int64_t j0 = n * bj / nblocks, j1 = n * (bj + 1) / nblocks;
+      blocks[j1 - j0](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc,
+                      bias ? bias + j0 : nullptr);
     }
+  }
 }
 
 }  // namespace tandem::cpu

@@ -1,13 +1,20 @@
 // The AVX-512 twin of sgemm_dot_avx2.cpp: the same narrow-C product C = alpha * A B^T + beta * C
 // (+ bias), A [m,k] and B [n,k] both contiguous along k, n <= kSgemmDotMaxN. Two rows of A per
 // pass share every load of B (loads per FMA (2 + C) / 2C instead of (1 + C) / C), 16 lanes a
-// load, and the k tail is a masked load instead of a scalar loop. The 10-class head (256 x 10 x
-// 1024) was the one MLP shape below PyTorch's matmul on the AVX2 path (docs/PERFORMANCE.md).
+// load, the k tail is a masked load instead of a scalar loop, and up to 14 columns are one block
+// (2 x 14 accumulators, 2 rows of A and a row of B: 31 of the 32 zmm registers), so the 10-class
+// head (256 x 10 x 1024) reads each row of A once.
+// Every loop over the accumulators carries an unroll pragma: without them GCC 12 kept the
+// accumulator array in memory as well as in registers and stored it on every k step, which held
+// this path at a third of the FMA peak (bench/bench_gemm's 256 x 10 x 1024 row).
 // Sums are in another order than the AVX2 path's: results agree to float32 rounding, not bits.
 #include "kernels/cpu/gemm/sgemm_dot.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <array>
+#include <utility>
 
 namespace tandem::cpu {
 
@@ -31,9 +38,12 @@ __attribute__((target("avx512f"), always_inline)) inline void dot_step(const flo
                                                                        int64_t ldb, int64_t p, __mmask16 mask,
                                                                        __m512 (&acc)[R][C]) {
   __m512 x[R];
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r) x[r] = _mm512_maskz_loadu_ps(mask, a + r * lda + p);
+#pragma GCC unroll 14
   for (int jj = 0; jj < C; ++jj) {
     const __m512 bv = _mm512_maskz_loadu_ps(mask, b + jj * ldb + p);
+#pragma GCC unroll 2
     for (int r = 0; r < R; ++r) acc[r][jj] = _mm512_fmadd_ps(x[r], bv, acc[r][jj]);
   }
 }
@@ -43,12 +53,17 @@ template <int R, int C>
 __attribute__((target("avx512f"))) void dot_block(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
                                                   float alpha, float beta, float* c, int64_t ldc, const float* bias) {
   __m512 acc[R][C];
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 14
     for (int jj = 0; jj < C; ++jj) acc[r][jj] = _mm512_setzero_ps();
-  int64_t p = 0;
-  for (; p + 16 <= k; p += 16) dot_step<R, C>(a, lda, b, ldb, p, __mmask16(0xFFFF), acc);
-  if (p < k) dot_step<R, C>(a, lda, b, ldb, p, __mmask16((1u << (k - p)) - 1), acc);
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 mask = k - p >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (k - p)) - 1);
+    dot_step<R, C>(a, lda, b, ldb, p, mask, acc);
+  }
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 14
     for (int jj = 0; jj < C; ++jj) {
       float v = alpha * hsum(acc[r][jj]);
       float* out = c + r * ldc + jj;
@@ -60,19 +75,27 @@ __attribute__((target("avx512f"))) void dot_block(const float* a, int64_t lda, c
 
 using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float, float*, int64_t,
                             const float*);
+constexpr int kMaxBlockCols = 14;
+
+template <int R, int... C>
+constexpr std::array<DotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
+  return {nullptr, dot_block<R, C + 1>...};
+}
 template <int R>
-constexpr DotBlockFn kBlocks[9] = {nullptr,         dot_block<R, 1>, dot_block<R, 2>, dot_block<R, 3>, dot_block<R, 4>,
-                                   dot_block<R, 5>, dot_block<R, 6>, dot_block<R, 7>, dot_block<R, 8>};
+constexpr auto kBlocks = blocks_of<R>(std::make_integer_sequence<int, kMaxBlockCols>{});
 
 }  // namespace
 
 void sgemm_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                       int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  // Columns in blocks of at most 14, as even as possible (16 columns: 8 + 8, not 14 + 2).
+  const int64_t nblocks = (n + kMaxBlockCols - 1) / kMaxBlockCols;
   for (int64_t i = 0; i < m; i += 2) {
-    const DotBlockFn* blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
-    for (int64_t j0 = 0; j0 < n; j0 += 8) {
-      const int cols = int(n - j0 < 8 ? n - j0 : 8);
-      blocks[cols](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc, bias ? bias + j0 : nullptr);
+    const auto& blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
+    for (int64_t bj = 0; bj < nblocks; ++bj) {
+      const int64_t j0 = n * bj / nblocks, j1 = n * (bj + 1) / nblocks;
+      blocks[j1 - j0](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc,
+                      bias ? bias + j0 : nullptr);
     }
   }
 }
