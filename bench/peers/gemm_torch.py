@@ -23,14 +23,18 @@ SHAPES = [  # op, M, N, K, ta, tb, batch: as bench_gemm.cpp
 
 
 def median_seconds(fn, reps):
-    """Median wall seconds and median process CPU seconds of `reps` calls after a warm-up."""
+    """Median wall seconds and median process CPU seconds of one call, over `reps` samples after
+    a warm-up; a sample runs fn as many times as fill about 20 ms, as bench_gemm's do."""
+    start = time.perf_counter()
     fn()
+    calls = int(min(max(0.02 / max(time.perf_counter() - start, 1e-7), 1), 10000))
     wall, cpu = [], []
     for _ in range(reps):
         start, cpu_start = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - cpu_start)
+        for _ in range(calls):
+            fn()
+        wall.append((time.perf_counter() - start) / calls)
+        cpu.append((time.process_time() - cpu_start) / calls)
     wall.sort()
     cpu.sort()
     return wall[len(wall) // 2], cpu[len(cpu) // 2]

@@ -148,7 +148,7 @@ TEST(CpuGemm, RowsBeyondOneCacheBlockAndThreads) {
     check({false, false, 3 * kernel.mr + 1, 7 * kernel.nr + 3, k * 96 * 80 / (3 * kernel.mr * 7 * kernel.nr) + 1,
            0, 1.0f, 0.0f, false, 2});
     // A narrow C (the dot-product path on AVX2 / AVX-512), rows split over 2 threads.
-    check({false, true, 1000, 16, kSgemmParallelWork / (1000 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
+    check({false, true, 999, 16, kSgemmDotParallelWork / (999 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
   }
 }
 

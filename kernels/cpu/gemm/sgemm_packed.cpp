@@ -206,7 +206,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
   if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.dot) {
-    const int nt = m * n * k >= kSgemmParallelWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
+    const int nt = m * n * k >= kSgemmDotParallelWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
     parallel_tasks(nt, [&](int64_t t) {
       const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
       K.dot(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
