@@ -118,6 +118,18 @@ TEST(CpuGemm, EveryIsaEveryTransposeAroundTheTileSizes) {
   }
 }
 
+// The corners at C's edge: every row count of a tile, beside a full panel and a half one (AVX-512
+// has edge micro-kernels for rows x 16 and rows x 32 that write straight into C; other corners and
+// ISAs go through the scratch tile), with beta, the bias and padded strides.
+TEST(CpuGemm, EveryRowCountAtTheEdgeBesideFullAndHalfPanels) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    const SgemmKernel& kernel = sgemm_kernel(isa);
+    for (int64_t m = 1; m <= kernel.mr; ++m) check({false, false, m, kernel.nr + kernel.nr / 2, 5, 3, 1.0f, 0.5f, true});
+  }
+}
+
 TEST(CpuGemm, DepthBeyondOneCacheBlockAlphaBetaStridesAndBias) {
   IsaGuard guard;
   for (CpuIsa isa : isas_to_test()) {
@@ -126,8 +138,8 @@ TEST(CpuGemm, DepthBeyondOneCacheBlockAlphaBetaStridesAndBias) {
     const int64_t kc = sgemm_blocking(kernel).kc;
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
-        // Two depth blocks and a partial third: beta applies once, alpha to every block.
-        check({bool(ta), bool(tb), kernel.mr + 2, kernel.nr + 3, 2 * kc + 5, 3, 0.5f, -1.5f, true});
+        // Three depth blocks (k cut evenly): beta applies once, alpha to every block.
+        check({bool(ta), bool(tb), kernel.mr + 2, kernel.nr + 3, 3 * kc + 5, 3, 0.5f, -1.5f, true});
         check({bool(ta), bool(tb), 2 * kernel.mr, 2 * kernel.nr, 9, 5, -2.0f, 1.0f, false});
         check({bool(ta), bool(tb), 5, 6, 11, 1, 1.0f, 0.0f, true});  // beta 0: C's NaNs never read
       }

@@ -23,6 +23,10 @@ struct SgemmKernel {
   SgemmTileFn tile;
   PackRowsFn pack_rows;  // the transposing pack (sgemm_pack.h)
   SgemmDotFn dot;        // the narrow-C dot products; null where the packed path serves
+  // The micro-kernel for the rows x cols corner at C's edge (rows <= MR, cols <= NR), reading the
+  // same full-width panels and writing only that corner; null (or a null function) where this ISA
+  // has none for that corner, and sgemm computes the whole tile into scratch and copies the corner.
+  SgemmTileFn (*edge_tile)(int rows, int cols) = nullptr;
 };
 
 // Defined in sgemm_kernel_<isa>.cpp; the AVX ones only exist on x86-64.
