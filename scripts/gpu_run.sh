@@ -19,6 +19,16 @@
 PHASE=${1:-check}
 [ "$PHASE" = check ] || { echo "gpu_run.sh: unknown phase '$PHASE'; the one phase is check" >&2; exit 2; }
 set -uo pipefail
+# Every step below, in order; ONLY names a subset, and a name not here stops the run before it
+# spends device time (a misspelt step would otherwise be skipped without a word).
+STEPS="cuda_tests cuda_cli fit_lightning bench_step bench_gpt bench_gemm bench_attention racecheck nccl_np1
+allreduce_nccl memcheck"
+for name in ${ONLY:-}; do
+  [[ " $(echo $STEPS) " == *" $name "* ]] || {
+    echo "gpu_run.sh: ONLY names '$name', which is not a step; the steps are: $(echo $STEPS)" >&2
+    exit 2
+  }
+done
 started=$(date +%s)
 DEADLINE_S=${DEADLINE_S:-450}
 cd "$(dirname "$0")/.."
@@ -66,6 +76,7 @@ collect() {  # failures.txt and logs.tgz as they stand (written aside, then move
 step() {  # step NAME LIMIT_S COMMAND...: runs it under timeout min(LIMIT_S, time left), one summary line
   local name=$1 limit=$2
   shift 2
+  [[ " $(echo $STEPS) " == *" $name "* ]] || { echo "gpu_run.sh: step $name is missing from STEPS" >&2; exit 2; }
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
     echo "$name: not in ONLY=\"$ONLY\"" >> "$summary"
     return
