@@ -48,7 +48,7 @@ using cuda::pack_floats;
 using cuda::pack_pair;
 
 constexpr int kTile = 64;     // rows per block and per streamed tile
-constexpr int kTileThreads = 128;  // 4 warps of 16 rows (not cuda::kThreads, the elementwise block)
+constexpr int kTileThreads = 128;  // 4 warps of 16 rows
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFullMask = 0xffffffffu;

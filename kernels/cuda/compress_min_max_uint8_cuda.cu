@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     decompress_min_max_uint8_kernel(const uint8_t* __restrict__ packed, int64_t n, int64_t block, int64_t blocks,
                                     float* __restrict__ out) {
   const uint8_t* codes = packed + blocks * kMinMaxUint8HeaderBytes;
@@ -136,7 +136,7 @@ void CudaBackend::compress_min_max_uint8(const TensorView& x, int64_t block, con
 void CudaBackend::decompress_min_max_uint8(const TensorView& packed, int64_t block, const TensorView& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  cuda::launch<decompress_min_max_uint8_kernel>(cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream(),
+  cuda::launch<decompress_min_max_uint8_kernel>(cuda::grid_for(n), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                                 packed.ptr<const uint8_t>(), n, block, min_max_uint8_blocks(n, block),
                                                 out.ptr<float>());
   TANDEM_CUDA_CHECK_LAUNCH("decompress_min_max_uint8_kernel");

@@ -65,7 +65,7 @@ void add_bias(const TensorView& y, const TensorView& bias) {
   if (total == 0) return;
   cuda::dispatch_float(y.dtype, "conv2d bias", [&](auto tag) {
     using T = TANDEM_CUDA_TYPE(tag);
-    cuda::launch<add_channel_bias_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<add_channel_bias_kernel<T>>(cuda::grid_for(total), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                              y.ptr<T>(), bias.ptr<T>(), y.shape[1], y.shape[2] * y.shape[3], total);
     TANDEM_CUDA_CHECK_LAUNCH("conv2d bias");
   });
@@ -167,7 +167,7 @@ template <typename T>
 __global__ void max_pool_backward_kernel(const T* gy, const int64_t* indices, T* gx, int64_t planes, int64_t in_plane,
                                          int64_t out_plane) {
   using A = cuda::acc_t<T>;
-  __shared__ A slots[cuda::kThreads];
+  __shared__ A slots[cuda::kElementwiseThreads];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t warps_per_block = blockDim.x >> 5, all_warps = int64_t(gridDim.x) * warps_per_block;
   A* my_slots = slots + warp * 32;
@@ -265,7 +265,7 @@ void CudaBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const T
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = y.numel();
     if (total == 0) return;
-    cuda::launch<max_pool_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+    cuda::launch<max_pool_kernel<T>>(cuda::grid_for(total), cuda::kElementwiseThreads, 0, cuda::current_stream(), x.ptr<T>(),
                                      y.ptr<T>(), indices.ptr<int64_t>(), x.shape[0] * x.shape[1], x.shape[2],
                                      x.shape[3], y.shape[2], y.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("max_pool2d");
@@ -277,7 +277,7 @@ void CudaBackend::max_pool2d_backward(const TensorView& gy, const TensorView& in
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t planes = gx.shape[0] * gx.shape[1];
     if (gx.numel() == 0) return;
-    cuda::launch<max_pool_backward_kernel<T>>(cuda::grid_for(planes * 32), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<max_pool_backward_kernel<T>>(cuda::grid_for(planes * 32), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                               gy.ptr<T>(), indices.ptr<int64_t>(), gx.ptr<T>(), planes,
                                               gx.shape[2] * gx.shape[3], gy.shape[2] * gy.shape[3]);
     TANDEM_CUDA_CHECK_LAUNCH("max_pool2d_backward");
@@ -289,7 +289,7 @@ void CudaBackend::avg_pool2d(const TensorView& x, const Pool2dParams& p, const T
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = y.numel();
     if (total == 0) return;
-    cuda::launch<avg_pool_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+    cuda::launch<avg_pool_kernel<T>>(cuda::grid_for(total), cuda::kElementwiseThreads, 0, cuda::current_stream(), x.ptr<T>(),
                                      y.ptr<T>(), x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2],
                                      y.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("avg_pool2d");
@@ -301,7 +301,7 @@ void CudaBackend::avg_pool2d_backward(const TensorView& gy, const Pool2dParams& 
     using T = TANDEM_CUDA_TYPE(tag);
     const int64_t total = gx.numel();
     if (total == 0) return;
-    cuda::launch<avg_pool_backward_kernel<T>>(cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<avg_pool_backward_kernel<T>>(cuda::grid_for(total), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                               gy.ptr<T>(), gx.ptr<T>(), gx.shape[0] * gx.shape[1], gx.shape[2],
                                               gx.shape[3], gy.shape[2], gy.shape[3], p);
     TANDEM_CUDA_CHECK_LAUNCH("avg_pool2d_backward");

@@ -119,7 +119,7 @@ __device__ __forceinline__ void element_offsets(const StridedIndexer<K>& ix, con
 // outputs (store_pack). N is kVec on the vectorized path and 1 on the scalar path.
 // n < 2^31, so the grid-stride indices below never wrap in 32 bits.
 template <int K, typename Fn>
-__global__ void __launch_bounds__(kThreads) strided_map_kernel(const Fn fn, const StridedIndexer<K> ix,
+__global__ void __launch_bounds__(kElementwiseThreads) strided_map_kernel(const Fn fn, const StridedIndexer<K> ix,
                                                                const ChunkBase<K> base, const uint32_t n,
                                                                const VecPlan<K> plan) {
   constexpr int N = Fn::kVec;
@@ -181,7 +181,7 @@ template <int K, typename Fn>
 void launch_chunk(const Fn& fn, const StridedIndexer<K>& ix, const ChunkBase<K>& base, int64_t n,
                   const VecPlan<K>& plan, const char* launch_name) {
   const int64_t work = plan.enabled ? std::max<int64_t>(n / Fn::kVec, n % Fn::kVec) : n;
-  cuda::launch<strided_map_kernel<K, Fn>>(grid_for(work), kThreads, 0, current_stream(), fn, ix, base, uint32_t(n),
+  cuda::launch<strided_map_kernel<K, Fn>>(grid_for(work), kElementwiseThreads, 0, current_stream(), fn, ix, base, uint32_t(n),
                                           plan);
   check_runtime(cudaGetLastError(), launch_name, __FILE__, __LINE__);
 }

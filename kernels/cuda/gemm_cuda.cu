@@ -71,7 +71,7 @@ void CudaBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64
       using T = TANDEM_CUDA_TYPE(tag);
       const int64_t launches = overlapping_c ? batch : 1, per_launch = overlapping_c ? 1 : batch;
       for (int64_t i = 0; i < launches; ++i) {
-        cuda::launch<scale_matrices_kernel<T>>(cuda::grid_for(m * n * per_launch), cuda::kThreads, 0,
+        cuda::launch<scale_matrices_kernel<T>>(cuda::grid_for(m * n * per_launch), cuda::kElementwiseThreads, 0,
                                                cuda::current_stream(), static_cast<T*>(c) + i * stride_c, m * n,
                                                stride_c, per_launch, beta);
         TANDEM_CUDA_CHECK_LAUNCH("gemm (k = 0)");

@@ -81,10 +81,10 @@ decltype(auto) dispatch_all(DType dtype, const char* kernel, F&& body) {
 }
 
 // ---------------------------------------------------------------- launch shapes
-constexpr int kThreads = 256;
+constexpr int kElementwiseThreads = 256;
 // Blocks for a grid-stride loop over n items: enough to fill every SM several times over
 // (H100: 132 SMs x 8 blocks of 256), never more than the items need.
-inline int grid_for(int64_t n, int threads = kThreads) {
+inline int grid_for(int64_t n, int threads = kElementwiseThreads) {
   const int64_t blocks = (n + threads - 1) / threads;
   constexpr int64_t kMaxBlocks = 132 * 16;
   return int(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));

@@ -24,7 +24,7 @@ __global__ void fill_kernel(Word* out, int64_t n, Word value) {
 
 template <typename Word>
 void launch_fill(void* out, int64_t n, Word value) {
-  cuda::launch<fill_kernel<Word>>(cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream(), static_cast<Word*>(out),
+  cuda::launch<fill_kernel<Word>>(cuda::grid_for(n), cuda::kElementwiseThreads, 0, cuda::current_stream(), static_cast<Word*>(out),
                                   n, value);
   TANDEM_CUDA_CHECK_LAUNCH("fill");
 }

@@ -135,7 +135,7 @@ __device__ __forceinline__ int64_t first_warp_output() {
   return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
 }
 __device__ __forceinline__ int64_t warp_output_stride() { return (int64_t(gridDim.x) * blockDim.x) >> 5; }
-// Blocks of kThreads for one warp per output.
+// Blocks of kElementwiseThreads for one warp per output.
 inline int grid_for_warps(int64_t outputs) { return grid_for(outputs * 32); }
 
 template <typename Term>

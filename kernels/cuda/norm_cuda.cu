@@ -87,7 +87,7 @@ struct GradTerm {
 // Pass 1, large inner: block (ch, chunk) sums term over elements [k0, k1) of channel ch,
 // element k being x[k / inner, ch, k % inner]; partials[chunk * c + ch].
 template <typename Term>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     channel_partials_kernel(const Term term, int64_t c, int64_t inner, int64_t M, int64_t chunks,
                             int64_t per_chunk, double2* partials) {
   __shared__ double scratch[32];
@@ -133,7 +133,7 @@ ChannelPlan plan_and_sum_channels(const Term& term, int64_t outer, int64_t c, in
     plan.cols = c;
     plan.per = 1;
     partials = std::make_unique<cuda::norm::DeviceScratch>(size_t(plan.chunks * c) * sizeof(double2));
-    cuda::launch<channel_partials_kernel<Term>>(unsigned(plan.chunks * c), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<channel_partials_kernel<Term>>(unsigned(plan.chunks * c), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                                 term, c, inner, M, plan.chunks, per_chunk, partials->as<double2>());
     TANDEM_CUDA_CHECK_LAUNCH("channel_partials_kernel");
   } else {
@@ -161,7 +161,7 @@ struct ChannelItems {
 // Pass 2 of the training statistics, one warp per channel. M == 0 gives NaN statistics, as
 // on the CPU (0/0).
 template <typename T, typename P>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     stats_finalize_kernel(const double2* partials, ChannelPlan plan, const T* x, int64_t c, int64_t inner, double M,
                           double eps, P* save_mean, P* save_invstd) {
   for (int64_t ch = cuda::norm::first_warp_output(); ch < c; ch += cuda::norm::warp_output_stride()) {
@@ -182,7 +182,7 @@ struct GradCoef {
 };
 
 template <typename P>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     grad_finalize_kernel(const double2* partials, ChannelPlan plan, int64_t c, double M, const P* mean,
                          const P* invstd, const P* gamma, P* ggamma, P* gbeta, GradCoef* coef) {
   for (int64_t ch = cuda::norm::first_warp_output(); ch < c; ch += cuda::norm::warp_output_stride()) {
@@ -242,7 +242,7 @@ struct GradInputOp {
 
 // Calls op<V>(idx, channel of idx) for idx = 0, V, 2V, ... < n; V divides inner.
 template <int V, typename Op>
-__global__ void __launch_bounds__(cuda::kThreads) per_channel_kernel(const Op op, int64_t n, int64_t inner, int64_t c) {
+__global__ void __launch_bounds__(cuda::kElementwiseThreads) per_channel_kernel(const Op op, int64_t n, int64_t inner, int64_t c) {
   const int64_t vectors = n / V;
   for (int64_t v = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors; v += int64_t(blockDim.x) * gridDim.x) {
     const int64_t idx = v * V;
@@ -254,10 +254,10 @@ template <typename T, typename Op>
 void launch_per_channel(const Op& op, int64_t n, int64_t inner, int64_t c, bool pointers_aligned) {
   if (n == 0) return;
   if (inner % 4 == 0 && pointers_aligned) {
-    cuda::launch<per_channel_kernel<4, Op>>(cuda::grid_for(n / 4), cuda::kThreads, 0, cuda::current_stream(), op, n,
+    cuda::launch<per_channel_kernel<4, Op>>(cuda::grid_for(n / 4), cuda::kElementwiseThreads, 0, cuda::current_stream(), op, n,
                                             inner, c);
   } else {
-    cuda::launch<per_channel_kernel<1, Op>>(cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream(), op, n, inner,
+    cuda::launch<per_channel_kernel<1, Op>>(cuda::grid_for(n), cuda::kElementwiseThreads, 0, cuda::current_stream(), op, n, inner,
                                             c);
   }
   TANDEM_CUDA_CHECK_LAUNCH("per_channel_kernel");
@@ -278,7 +278,7 @@ void CudaBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c
     using P = TANDEM_CUDA_TYPE(p_tag);
     std::unique_ptr<cuda::norm::DeviceScratch> partials;
     const ChannelPlan plan = plan_and_sum_channels<T>(StatsTerm<T>{x.ptr<T>(), c, inner}, outer, c, inner, partials);
-    cuda::launch<stats_finalize_kernel<T, P>>(cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<stats_finalize_kernel<T, P>>(cuda::norm::grid_for_warps(c), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                               partials ? partials->as<double2>() : nullptr, plan, x.ptr<T>(), c, inner,
                                               double(outer * inner), eps, save_mean.ptr<P>(), save_invstd.ptr<P>());
     TANDEM_CUDA_CHECK_LAUNCH("stats_finalize_kernel");
@@ -323,7 +323,7 @@ void CudaBackend::batch_norm_backward(const TensorView& x, const TensorView& gy,
     const ChannelPlan plan = plan_and_sum_channels<T>(term, outer, c, inner, partials);
     cuda::norm::DeviceScratch coef(size_t(c) * sizeof(GradCoef));
     const double M = double(outer * inner);
-    cuda::launch<grad_finalize_kernel<P>>(cuda::norm::grid_for_warps(c), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<grad_finalize_kernel<P>>(cuda::norm::grid_for_warps(c), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                           partials ? partials->as<double2>() : nullptr, plan, c, M, save_mean.ptr<P>(),
                                           save_invstd.ptr<P>(), cuda::norm::ptr_or_null<P>(gamma),
                                           cuda::norm::mutable_ptr_or_null<P>(ggamma),
@@ -382,7 +382,7 @@ __device__ __forceinline__ A param_or(const P* p, int64_t j, A fallback) {
 
 // y = T((x - mean) * invstd) * gamma + beta per row; saves the row's mean and invstd.
 template <typename T, typename P, bool kWholeBlock>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     layer_norm_kernel(const T* x, const P* gamma, const P* beta, T* y, P* save_mean, P* save_invstd, int64_t rows,
                       int64_t cols, double eps) {
   using A = cuda::acc_t<T>;
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(cuda::kThreads)
 
 // gx per row: g = gy * gamma; gx = invstd/M (M g - sum(g) - xhat sum(g xhat)), in double.
 template <typename T, typename P, bool kWholeBlock>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     layer_norm_grad_input_kernel(const T* x, const T* gy, const P* save_mean, const P* save_invstd, const P* gamma,
                                  T* gx, int64_t rows, int64_t cols) {
   using A = cuda::acc_t<T>;
@@ -466,7 +466,7 @@ struct ColumnItems {
 
 // Second pass of the parameter gradients: one warp per column adds its chunks' partials.
 template <typename P>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     param_grad_finalize_kernel(const double2* partials, int64_t chunks, int64_t cols, P* ggamma, P* gbeta) {
   for (int64_t col = cuda::norm::first_warp_output(); col < cols; col += cuda::norm::warp_output_stride()) {
     const double2 s = cuda::norm::warp_sum_items(chunks, ColumnItems{partials, cols, col});
@@ -480,9 +480,9 @@ __global__ void __launch_bounds__(cuda::kThreads)
 template <auto WarpKernel, auto BlockKernel, typename... Args>
 void launch_rows(int64_t rows, int64_t cols, const char* name, Args... args) {
   if (cols <= kWarpRowMaxCols)
-    cuda::launch<WarpKernel>(cuda::grid_for(rows * 32), cuda::kThreads, 0, cuda::current_stream(), args...);
+    cuda::launch<WarpKernel>(cuda::grid_for(rows * 32), cuda::kElementwiseThreads, 0, cuda::current_stream(), args...);
   else
-    cuda::launch<BlockKernel>(cuda::grid_for(rows * cuda::kThreads), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<BlockKernel>(cuda::grid_for(rows * cuda::kElementwiseThreads), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                               args...);
   cuda::check_runtime(cudaGetLastError(), name, __FILE__, __LINE__);
 }
@@ -529,7 +529,7 @@ void CudaBackend::layer_norm_backward(const TensorView& x, const TensorView& gy,
     ParamGradTerm<T, P> term{x.ptr<T>(), gy.ptr<T>(), save_mean.ptr<P>(), save_invstd.ptr<P>(), cols};
     cuda::norm::launch_column_partials(term, rows, cols, plan, partials.as<double2>());
     cuda::launch<param_grad_finalize_kernel<P>>(
-        cuda::norm::grid_for_warps(cols), cuda::kThreads, 0, cuda::current_stream(), partials.as<double2>(),
+        cuda::norm::grid_for_warps(cols), cuda::kElementwiseThreads, 0, cuda::current_stream(), partials.as<double2>(),
         plan.chunks, cols, cuda::norm::mutable_ptr_or_null<P>(ggamma), cuda::norm::mutable_ptr_or_null<P>(gbeta));
     TANDEM_CUDA_CHECK_LAUNCH("param_grad_finalize_kernel");
   });

@@ -56,7 +56,7 @@ __device__ __forceinline__ void store_block(V* out, int64_t j, int64_t n, const 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     random_fill_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, bool normal, double a, double b,
                        bool vector_ok) {
   const int64_t blocks = (n + 3) / 4;
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(cuda::kThreads)
 
 // mask = uniform >= p; y = mask ? x * scale : 0, scale = 1 / (1 - p) in the accumulation type.
 template <typename T>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     dropout_kernel(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, float p,
                    cuda::acc_t<T> scale, bool vector_ok) {
   using A = cuda::acc_t<T>;
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(cuda::kThreads)
 // y row i = weight row idx[i], moved in units of V (the widest that divides the row and
 // both pointers' alignment).
 template <typename V>
-__global__ void __launch_bounds__(cuda::kThreads)
+__global__ void __launch_bounds__(cuda::kElementwiseThreads)
     embedding_kernel(const V* weight, const int64_t* idx, V* y, int64_t n, int64_t row_units) {
   const int64_t total = n * row_units;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
@@ -160,7 +160,7 @@ void CudaBackend::random_fill(const TensorView& out, uint64_t seed, uint64_t off
   if (n == 0) return;
   cuda::dispatch_float(out.dtype, "random_fill", [&](auto tag) {
     using T = TANDEM_CUDA_TYPE(tag);
-    cuda::launch<random_fill_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<random_fill_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                         out.ptr<T>(), n, seed, offset, normal, a, b, vector_aligned<T>(out.data));
     TANDEM_CUDA_CHECK_LAUNCH("random_fill_kernel");
   });
@@ -175,7 +175,7 @@ void CudaBackend::dropout(const TensorView& x, double p, uint64_t seed, uint64_t
     using T = TANDEM_CUDA_TYPE(tag);
     using A = cuda::acc_t<T>;
     const bool vector_ok = vector_aligned<T>(x.data) && vector_aligned<T>(y.data) && vector_aligned<uint8_t>(mask.data);
-    cuda::launch<dropout_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, cuda::current_stream(), x.ptr<T>(),
+    cuda::launch<dropout_kernel<T>>(cuda::grid_for((n + 3) / 4), cuda::kElementwiseThreads, 0, cuda::current_stream(), x.ptr<T>(),
                                     y.ptr<T>(), mask.ptr<uint8_t>(), n, seed, offset, float(p), A(1.0 / (1.0 - p)),
                                     vector_ok);
     TANDEM_CUDA_CHECK_LAUNCH("dropout_kernel");
@@ -189,7 +189,7 @@ void CudaBackend::embedding(const TensorView& weight, const TensorView& idx, con
   auto launch = [&](auto unit_tag) {
     using V = TANDEM_CUDA_TYPE(unit_tag);
     const int64_t units = row_bytes / int64_t(sizeof(V));
-    cuda::launch<embedding_kernel<V>>(cuda::grid_for(n * units), cuda::kThreads, 0, cuda::current_stream(),
+    cuda::launch<embedding_kernel<V>>(cuda::grid_for(n * units), cuda::kElementwiseThreads, 0, cuda::current_stream(),
                                       static_cast<const V*>(weight.data), idx.ptr<int64_t>(), static_cast<V*>(y.data),
                                       n, units);
     TANDEM_CUDA_CHECK_LAUNCH("embedding_kernel");
@@ -247,7 +247,7 @@ void CudaBackend::embedding_backward(const TensorView& gy, const TensorView& idx
     auto* num_runs = reinterpret_cast<int32_t*>(base + 2 * keys_bytes + 4 * ints_bytes);
     void* temp = base + 2 * keys_bytes + 4 * ints_bytes + 256;
 
-    cuda::launch<iota_kernel>(cuda::grid_for(n), cuda::kThreads, 0, stream, positions_in, n);
+    cuda::launch<iota_kernel>(cuda::grid_for(n), cuda::kElementwiseThreads, 0, stream, positions_in, n);
     TANDEM_CUDA_CHECK_LAUNCH("iota_kernel");
     // Stable: equal indices keep increasing positions.
     size_t bytes = sort_bytes;
@@ -260,7 +260,7 @@ void CudaBackend::embedding_backward(const TensorView& gy, const TensorView& idx
                                                          num_items, stream));
     bytes = scan_bytes;
     TANDEM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_starts, num_items, stream));
-    const int threads = dim >= cuda::kThreads ? cuda::kThreads : int((dim + 31) / 32 * 32);
+    const int threads = dim >= cuda::kElementwiseThreads ? cuda::kElementwiseThreads : int((dim + 31) / 32 * 32);
     const int grid = int(std::min<int64_t>(n, 132 * 16));
     cuda::launch<embedding_backward_kernel<T>>(grid, threads, 0, stream, gy.ptr<T>(), run_rows, run_lengths, run_starts,
                                                num_runs, positions, gw.ptr<T>(), dim);
