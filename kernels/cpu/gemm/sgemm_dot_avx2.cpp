@@ -52,21 +52,15 @@ __attribute__((target("avx2,fma"))) void dot_block(const float* a, int64_t lda, 
     for (int jj = 0; jj < C; ++jj) {
       float dot = hsum(acc[r][jj]);
       for (int64_t q = p; q < k; ++q) dot += a[r * lda + q] * b[jj * ldb + q];
-      float v = alpha * dot;
-      float* out = c + r * ldc + jj;
-      if (beta != 0.0f) v += beta * *out;
-      if (bias) v += bias[jj];
-      *out = v;
+      store_dot(dot, alpha, beta, c + r * ldc + jj, bias ? bias + jj : nullptr);
     }
 }
 
-using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float, float*, int64_t,
-                            const float*);
-// 2 x 6 accumulators, 2 rows of A and a row of B: 15 of the 16 ymm registers.
+// 2 x 6 accumulators, 2 rows of A and a row of B: 15 of the 16 ymm registers (10 columns: 5 + 5).
 constexpr int kMaxBlockCols = 6;
 
 template <int R, int... C>
-constexpr std::array<DotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
+constexpr std::array<SgemmDotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
   return {nullptr, dot_block<R, C + 1>...};
 }
 template <int R>
@@ -76,16 +70,8 @@ constexpr auto kBlocks = blocks_of<R>(std::make_integer_sequence<int, kMaxBlockC
 
 void sgemm_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  // Columns in blocks of at most 6, as even as possible (10 columns: 5 + 5).
-  const int64_t nblocks = (n + kMaxBlockCols - 1) / kMaxBlockCols;
-  for (int64_t i = 0; i < m; i += 2) {
-    const auto& blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
-    for (int64_t bj = 0; bj < nblocks; ++bj) {
-      const int64_t j0 = n * bj / nblocks, j1 = n * (bj + 1) / nblocks;
-      blocks[j1 - j0](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc,
-                      bias ? bias + j0 : nullptr);
-    }
-  }
+  sgemm_dot_by_blocks(kBlocks<2>.data(), kBlocks<1>.data(), kMaxBlockCols, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                      ldc, bias);
 }
 
 }  // namespace tandem::cpu

@@ -64,21 +64,13 @@ __attribute__((target("avx512f"))) void dot_block(const float* a, int64_t lda, c
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 14
-    for (int jj = 0; jj < C; ++jj) {
-      float v = alpha * hsum(acc[r][jj]);
-      float* out = c + r * ldc + jj;
-      if (beta != 0.0f) v += beta * *out;
-      if (bias) v += bias[jj];
-      *out = v;
-    }
+    for (int jj = 0; jj < C; ++jj) store_dot(hsum(acc[r][jj]), alpha, beta, c + r * ldc + jj, bias ? bias + jj : nullptr);
 }
 
-using DotBlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float, float*, int64_t,
-                            const float*);
 constexpr int kMaxBlockCols = 14;
 
 template <int R, int... C>
-constexpr std::array<DotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
+constexpr std::array<SgemmDotBlockFn, sizeof...(C) + 1> blocks_of(std::integer_sequence<int, C...>) {
   return {nullptr, dot_block<R, C + 1>...};
 }
 template <int R>
@@ -88,16 +80,8 @@ constexpr auto kBlocks = blocks_of<R>(std::make_integer_sequence<int, kMaxBlockC
 
 void sgemm_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                       int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  // Columns in blocks of at most 14, as even as possible (16 columns: 8 + 8, not 14 + 2).
-  const int64_t nblocks = (n + kMaxBlockCols - 1) / kMaxBlockCols;
-  for (int64_t i = 0; i < m; i += 2) {
-    const auto& blocks = m - i >= 2 ? kBlocks<2> : kBlocks<1>;
-    for (int64_t bj = 0; bj < nblocks; ++bj) {
-      const int64_t j0 = n * bj / nblocks, j1 = n * (bj + 1) / nblocks;
-      blocks[j1 - j0](a + i * lda, lda, b + j0 * ldb, ldb, k, alpha, beta, c + i * ldc + j0, ldc,
-                      bias ? bias + j0 : nullptr);
-    }
-  }
+  sgemm_dot_by_blocks(kBlocks<2>.data(), kBlocks<1>.data(), kMaxBlockCols, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                      ldc, bias);
 }
 
 }  // namespace tandem::cpu
