@@ -91,6 +91,36 @@ void gemm_contiguous(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T*
   cpu::gemm_serial(ta, tb, m, n, k, T(1), a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
+// Max pooling with 2 x 2 windows at stride 2, no padding (every window whole): the CNN's pooling.
+// The generic loop's compare and branch per element mispredicted on about half of them (22% of
+// the CNN step, `perf`); here each window is four selects. Same result and argmax as the generic
+// loop: in each window row the first NaN ends the row, a later row's NaN replaces an earlier one,
+// ties keep the first.
+template <typename T>
+void max_pool_2x2(const T* in, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* arg_out) {
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const T* r0 = in + 2 * oh * W;
+    const T* r1 = r0 + W;
+    const int64_t base = 2 * oh * W;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const T a0 = r0[2 * ow], a1 = r0[2 * ow + 1], b0 = r1[2 * ow], b1 = r1[2 * ow + 1];
+      T best = a0;
+      int64_t arg = base + 2 * ow;
+      const bool take_a1 = a0 == a0 && (a1 > best || a1 != a1);
+      best = take_a1 ? a1 : best;
+      arg = take_a1 ? arg + 1 : arg;
+      const bool take_b0 = b0 > best || b0 != b0;
+      best = take_b0 ? b0 : best;
+      arg = take_b0 ? base + W + 2 * ow : arg;
+      const bool take_b1 = b0 == b0 && (b1 > best || b1 != b1);
+      best = take_b1 ? b1 : best;
+      arg = take_b1 ? base + W + 2 * ow + 1 : arg;
+      out[oh * OW + ow] = best;
+      arg_out[oh * OW + ow] = arg;
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::conv2d(const TensorView& x, const TensorView& w, const TensorView* bias, const Conv2dParams& p,
@@ -170,8 +200,14 @@ void CpuBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const Te
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
     int64_t* ip = indices.ptr<int64_t>();
+    const bool pairs = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                       p.pad_w == 0 && 2 * OH <= H && 2 * OW <= W;
     cpu::parallel_loop(planes, planes * H * W >= cpu::kParallelGrain, [&](int64_t pl) {
       const T* in = xp + pl * H * W;
+      if (pairs) {
+        max_pool_2x2(in, W, OH, OW, yp + pl * OH * OW, ip + pl * OH * OW);
+        return;
+      }
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           T best = -std::numeric_limits<T>::infinity();

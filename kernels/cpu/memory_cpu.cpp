@@ -51,7 +51,7 @@ class HostBlockCache {
         return p;
       }
       ++stats_.system_allocations;
-      const int64_t limit = std::max(stats_.peak_allocated_bytes + stats_.peak_allocated_bytes / 2,
+      const int64_t limit = std::max(2 * stats_.peak_allocated_bytes,
                                      stats_.allocated_bytes + int64_t(size));
       for (auto& [block_size, blocks] : free_) {
         while (!blocks.empty() && stats_.allocated_bytes + stats_.cached_bytes + int64_t(size) > limit) {
