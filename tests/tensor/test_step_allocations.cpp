@@ -79,24 +79,29 @@ void expect_steady(const char* what, const std::vector<StepCounts>& steps) {
   EXPECT_LE(steps.back().news, steps[steps.size() - 2].news) << what << ": C++ allocations grow from step to step";
 }
 
+// Steps of `model` on the batch x (labels 0..9 in turn) with cross-entropy and Adam, counted.
+std::vector<StepCounts> count_classifier_steps(nn::Module& model, const Tensor& x) {
+  optim::Adam opt(model.parameters(), {1e-3});
+  std::vector<int64_t> labels(size_t(x.size(0)));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int64_t(i % 10);
+  const Tensor y = Tensor::from_vector(labels, {x.size(0)});
+  return count_steps(
+      [&] {
+        Tensor loss = cross_entropy(model(x), y);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+      },
+      3, 3);
+}
+
 }  // namespace
 
 TEST(StepAllocations, MlpTrainingStepReusesEveryStorageBlock) {
   manual_seed(0);
   nn::Sequential model(std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
                        std::make_shared<nn::Linear>(256, 10));
-  optim::Adam opt(model.parameters(), {1e-3});
-  const Tensor x = Tensor::randn({64, 784});
-  std::vector<int64_t> labels(64);
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int64_t(i % 10);
-  const Tensor y = Tensor::from_vector(labels, {64});
-  auto step = [&] {
-    Tensor loss = cross_entropy(model(x), y);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-  };
-  expect_steady("mlp", count_steps(step, 3, 3));
+  expect_steady("mlp", count_classifier_steps(model, Tensor::randn({64, 784})));
 }
 
 TEST(StepAllocations, GptNanoTrainingStepReusesEveryStorageBlock) {
@@ -122,16 +127,5 @@ TEST(StepAllocations, CnnTrainingStepReusesEveryStorageBlock) {
                        std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(8, 16, 3, 1, 1),
                        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
                        std::make_shared<nn::Linear>(16 * 7 * 7, 10));
-  optim::Adam opt(model.parameters(), {1e-3});
-  const Tensor x = Tensor::randn({16, 1, 28, 28});
-  std::vector<int64_t> labels(16);
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int64_t(i % 10);
-  const Tensor y = Tensor::from_vector(labels, {16});
-  auto step = [&] {
-    Tensor loss = cross_entropy(model(x), y);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-  };
-  expect_steady("cnn", count_steps(step, 3, 3));
+  expect_steady("cnn", count_classifier_steps(model, Tensor::randn({16, 1, 28, 28})));
 }
