@@ -119,25 +119,35 @@ void gemm_contiguous(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T*
 // ties keep the first.
 template <typename T>
 void max_pool_2x2(const T* in, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* arg_out) {
+  int32_t which[64];  // the window element each output took: 0, 1 (row 0), 2, 3 (row 1)
   for (int64_t oh = 0; oh < OH; ++oh) {
     const T* r0 = in + 2 * oh * W;
     const T* r1 = r0 + W;
-    const int64_t base = 2 * oh * W;
-    for (int64_t ow = 0; ow < OW; ++ow) {
-      const T a0 = r0[2 * ow], a1 = r0[2 * ow + 1], b0 = r1[2 * ow], b1 = r1[2 * ow + 1];
-      T best = a0;
-      int64_t arg = base + 2 * ow;
-      const bool take_a1 = a0 == a0 && (a1 > best || a1 != a1);
-      best = take_a1 ? a1 : best;
-      arg = take_a1 ? arg + 1 : arg;
-      const bool take_b0 = b0 > best || b0 != b0;
-      best = take_b0 ? b0 : best;
-      arg = take_b0 ? base + W + 2 * ow : arg;
-      const bool take_b1 = b0 == b0 && (b1 > best || b1 != b1);
-      best = take_b1 ? b1 : best;
-      arg = take_b1 ? base + W + 2 * ow + 1 : arg;
-      out[oh * OW + ow] = best;
-      arg_out[oh * OW + ow] = arg;
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += 64) {
+      const int64_t n = std::min<int64_t>(64, OW - ow0);
+      T* o = out + oh * OW + ow0;
+      // Values and choices first (float compares and int32 selects of one width, which the
+      // compiler vectorizes), then the int64 indices from the choices.
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t ow = ow0 + j;
+        const T a0 = r0[2 * ow], a1 = r0[2 * ow + 1], b0 = r1[2 * ow], b1 = r1[2 * ow + 1];
+        T best = a0;
+        int32_t w = 0;
+        const bool take_a1 = a0 == a0 && (a1 > best || a1 != a1);
+        best = take_a1 ? a1 : best;
+        w = take_a1 ? 1 : w;
+        const bool take_b0 = b0 > best || b0 != b0;
+        best = take_b0 ? b0 : best;
+        w = take_b0 ? 2 : w;
+        const bool take_b1 = b0 == b0 && (b1 > best || b1 != b1);
+        best = take_b1 ? b1 : best;
+        w = take_b1 ? 3 : w;
+        o[j] = best;
+        which[j] = w;
+      }
+      int64_t* ia = arg_out + oh * OW + ow0;
+      const int64_t base = 2 * oh * W + 2 * ow0;
+      for (int64_t j = 0; j < n; ++j) ia[j] = base + 2 * j + (which[j] >> 1) * W + (which[j] & 1);
     }
   }
 }
