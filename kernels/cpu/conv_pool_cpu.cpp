@@ -27,17 +27,15 @@ ConvGeom geometry(const TensorView& x, const TensorView& w, const TensorView& y)
   return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3]};
 }
 
-// The output columns [lo, hi) whose input column iw = ow * stride - pad + k_offset lies in
-// [0, W): the rest of a row of col reads the zero padding.
+// The output columns [lo, hi) whose input column iw = ow * stride + offset lies in [0, W): the rest
+// of a row of col reads the zero padding.
 struct ValidColumns {
   int64_t lo, hi;
 };
-ValidColumns valid_columns(int64_t OW, int64_t W, int64_t stride, int64_t pad, int64_t k_offset) {
-  const int64_t first = pad - k_offset;  // ow * stride >= first
-  const int64_t end = W + pad - k_offset;  // ow * stride < end
+ValidColumns valid_columns(int64_t OW, int64_t W, int64_t stride, int64_t offset) {
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const int64_t lo = std::clamp<int64_t>(ceil_div(first, stride), 0, OW);
-  return {lo, std::clamp<int64_t>(ceil_div(end, stride), lo, OW)};
+  const int64_t lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, OW);
+  return {lo, std::clamp<int64_t>(ceil_div(W - offset, stride), lo, OW)};
 }
 
 // col[(c*KH + kh)*KW + kw, oh*OW + ow] = x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw] (0 outside).
@@ -50,7 +48,7 @@ void im2col(const T* x, const ConvGeom& g, const Conv2dParams& p, T* col) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         T* dst = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
         const int64_t offset = kw * p.dil_w - p.pad_w;
-        const ValidColumns v = valid_columns(g.OW, g.W, p.stride_w, p.pad_w, kw * p.dil_w);
+        const ValidColumns v = valid_columns(g.OW, g.W, p.stride_w, offset);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
           T* row = dst + oh * g.OW;
@@ -79,7 +77,7 @@ void col2im(const T* col, const ConvGeom& g, const Conv2dParams& p, T* x) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const T* src = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
         const int64_t offset = kw * p.dil_w - p.pad_w;
-        const ValidColumns v = valid_columns(g.OW, g.W, p.stride_w, p.pad_w, kw * p.dil_w);
+        const ValidColumns v = valid_columns(g.OW, g.W, p.stride_w, offset);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
           if (ih < 0 || ih >= g.H) continue;
@@ -231,8 +229,8 @@ void CpuBackend::max_pool2d(const TensorView& x, const Pool2dParams& p, const Te
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
     int64_t* ip = indices.ptr<int64_t>();
-    const bool pairs = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
-                       p.pad_w == 0 && 2 * OH <= H && 2 * OW <= W;
+    const bool pairs =
+        p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 && p.pad_w == 0;
     cpu::parallel_loop(planes, planes * H * W >= cpu::kParallelGrain, [&](int64_t pl) {
       const T* in = xp + pl * H * W;
       if (pairs) {

@@ -126,8 +126,7 @@ void store_partial(const float* tile, int nr, int rows, int cols, float* c, int6
 
 // The depth of each packed block: k cut into blocks of equal depth near kc, up to 1.25 kc, so no
 // block is a thin remainder (k = 784 at kc = 384: two blocks of 392, not 384 + 384 + 16, whose
-// 16-deep block ran each tile's loads and stores of C for 16 k steps: 2% of the flops at a fifth of
-// the rate).
+// 16-deep block paid each tile's loads and stores of C for only 16 k steps).
 int64_t balanced_depth(int64_t k, int64_t kc) {
   const int64_t blocks = std::max({int64_t(1), (k + kc / 2) / kc, (4 * k + 5 * kc - 1) / (5 * kc)});
   return (k + blocks - 1) / blocks;
@@ -160,11 +159,12 @@ void sgemm_rect(const Problem& P, const SgemmKernel& K, const SgemmBlocking& B, 
             const int rows = int(std::min<int64_t>(mr, mb - ir));
             float* c = P.c + (ic + ir) * P.ldc + jc + jr;
             const float* apanel = ap + ir * kb;
-            const SgemmTileFn edge = rows == mr && cols == nr ? K.tile
-                                     : K.edge_tile                ? K.edge_tile(rows, cols)
-                                                                  : nullptr;
-            if (edge) {
-              edge(kb, apanel, bpanel, c, P.ldc, P.alpha, beta, bias);
+            // A micro-kernel that writes this tile straight into C: the full one, or the edge one.
+            const SgemmTileFn direct = rows == mr && cols == nr ? K.tile
+                                       : K.edge_tile                ? K.edge_tile(rows, cols)
+                                                                    : nullptr;
+            if (direct) {
+              direct(kb, apanel, bpanel, c, P.ldc, P.alpha, beta, bias);
             } else {
               K.tile(kb, apanel, bpanel, tile, nr, 1.0f, 0.0f, nullptr);
               store_partial(tile, nr, rows, cols, c, P.ldc, P.alpha, beta, bias);
