@@ -12,6 +12,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -30,11 +31,40 @@ TANDEM_AVX512 void store_vector(float* c, __m512 x, __m512 alpha, float beta, co
   _mm512_storeu_ps(c, x);
 }
 
+// The rows x V-vector accumulators += one k step's outer product (A column of the panel's rows
+// times B's row). The unroll pragmas keep the accumulators in registers (sgemm_dot_avx512.cpp says
+// what happens without).
+template <int R, int V>
+TANDEM_AVX512 void k_step(__m512 (&acc)[R][V], const float* a, const float* b) {
+  __m512 bv[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 14
+  for (int i = 0; i < R; ++i) {
+    const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+  }
+}
+
+template <int R, int V>
+TANDEM_AVX512 void prefetch_c(const float* c, int64_t ldc) {
+#pragma GCC unroll 14
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+}
+
+// k steps before a tile's end at which its C lines are fetched again: the kc-deep panels streaming
+// through L1 have evicted the lines fetched at the tile's start by then, and 32 steps (~450 cycles)
+// cover a fetch from L2 or L3. Measured (docs/PERFORMANCE.md, 2026-11-28): +1.5-2.5 points of peak
+// at 1024^3 and 2048^3.
+constexpr int64_t kRefetchCSteps = 32;
+
 // Rows [0, R) x vectors [0, V) of the 14 x 32 tile: R x V accumulators. The packed panels keep
 // their full widths (A 14, B 32) whatever R and V are. R = 14, V = 2 is the full tile; the others
 // are the edges of C, which would otherwise compute the whole tile into scratch for a corner of it
-// (a 256-row C has a last tile of 4 rows, a 784-column C a last panel of 16 columns). The unroll
-// pragmas keep the accumulators in registers (sgemm_dot_avx512.cpp says what happens without).
+// (a 256-row C has a last tile of 4 rows, a 784-column C a last panel of 16 columns).
 template <int R, int V>
 __attribute__((target("avx512f"))) void tile_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                                   float alpha, float beta, const float* bias) {
@@ -43,24 +73,13 @@ __attribute__((target("avx512f"))) void tile_rows(int64_t kc, const float* a, co
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-#pragma GCC unroll 14
-  for (int i = 0; i < R; ++i)
+  prefetch_c<R, V>(c, ldc);
+  const int64_t refetch_at = std::max<int64_t>(kc - kRefetchCSteps, 0);
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+  for (int64_t p = 0; p < refetch_at; ++p, a += kMr, b += kNr) k_step(acc, a, b);
+  if (refetch_at > 0) prefetch_c<R, V>(c, ldc);
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p) {
-    __m512 bv[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
-#pragma GCC unroll 14
-    for (int i = 0; i < R; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
-    }
-    a += kMr;
-    b += kNr;
-  }
+  for (int64_t p = refetch_at; p < kc; ++p, a += kMr, b += kNr) k_step(acc, a, b);
   const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 14
   for (int i = 0; i < R; ++i)

@@ -198,13 +198,12 @@ const SgemmKernel& sgemm_kernel(CpuIsa isa) {
 }
 
 SgemmBlocking sgemm_blocking(const SgemmKernel& kernel) {
-  const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
   const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
   const int64_t l3 = std::min<int64_t>(cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20), 32 << 20);
   const int64_t f = int64_t(sizeof(float));
   SgemmBlocking b;
-  b.kc = std::clamp<int64_t>(round_down(l1 / (kernel.nr * f), 8), 64, 512);
-  b.mc = std::clamp<int64_t>(round_down(l2 / 4 / (b.kc * f), kernel.mr), kernel.mr, 4096);
+  b.kc = std::clamp<int64_t>(round_down(l2 / 8 / ((kernel.mr + kernel.nr) * f), 8), 64, 768);
+  b.mc = std::clamp<int64_t>(round_down(l2 / 2 / (b.kc * f), kernel.mr), kernel.mr, 4096);
   b.nc = std::clamp<int64_t>(round_down(l3 / 2 / (b.kc * f), kernel.nr), kernel.nr, 4096);
   return b;
 }

@@ -1,6 +1,6 @@
 // Packed float32 GEMM in the GotoBLAS / BLIS design: op(B) is packed into kc x nc blocks (L3),
 // op(A) into mc x kc blocks (L2), both cut into MR- and NR-wide panels that one register-tile
-// micro-kernel (sgemm_kernels.h) multiplies, its B panel resident in L1; k is cut into blocks of
+// micro-kernel (sgemm_kernels.h) multiplies; k is cut into blocks of
 // equal depth near kc. Transposes are absorbed by the packing; alpha, beta and a per-column bias
 // are applied when a tile is stored; a partial tile at C's edge runs the ISA's edge micro-kernel
 // for that corner where it has one, else the full tile into scratch and a copy of the corner.
@@ -21,12 +21,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads);
 
 // The cache blocking sgemm uses with a micro-kernel, from sysconf's cache sizes (defaults
-// 32 KiB / 512 KiB / 8 MiB when it does not say): kc, the depth of a packed panel (sgemm cuts k
-// into blocks of equal depth near it, up to 1.25 kc), so that the kc x NR B panel is the size of
-// L1 (64..512); mc, so that the mc x kc A block fills a quarter
-// of L2; nc, so that the kc x nc B block fills half of L3 (at most 4096 columns). On this
-// project's AMD EPYC (48 KiB L1D, 1 MiB L2): AVX-512 kc 384, mc 168; AVX2 kc 512, mc 126. Those
-// were the fastest of kc 128..768 x mc 84..504 in tuning runs (bench numbers in docs/PERFORMANCE.md).
+// 512 KiB L2 / 8 MiB L3 when it does not say):
+// - kc, the depth of a packed panel (sgemm cuts k into blocks of equal depth near it, up to
+//   1.25 kc): one tile's A and B micro-panels, kc x (MR + NR) floats, fill an eighth of L2
+//   (64..768). A tile loads and stores its C lines once per depth block, so deeper blocks spend
+//   less on C; the micro-kernel runs at 96-98% of peak with its panels in L2, not only in L1.
+// - mc, so that the mc x kc A block fills half of L2;
+// - nc, so that the kc x nc B block fills half of L3 (at most 4096 columns).
+// On this project's AMD EPYC (48 KiB L1D, 1 MiB L2): AVX-512 kc 712, mc 182; AVX2 kc 768, mc 168.
+// Against the earlier kc 384 / mc 168 (the B micro-panel the size of L1), AVX-512 measured 2-8
+// points of peak faster at 1024^3..4096^3 and the same or faster at the step shapes; AVX2 the
+// same (docs/PERFORMANCE.md, 2026-11-28 11:20-12:00 UTC).
 struct SgemmBlocking {
   int64_t kc, mc, nc;
 };
