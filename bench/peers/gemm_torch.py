@@ -24,10 +24,13 @@ SHAPES = [  # op, M, N, K, ta, tb, batch: as bench_gemm.cpp
 
 def median_seconds(fn, reps):
     """Median wall seconds and median process CPU seconds of one call, over `reps` samples after
-    a warm-up; a sample runs fn as many times as fill about 20 ms, as bench_gemm's do."""
+    a warm-up of about 0.2 s; a sample runs fn as many times as fill about 20 ms, as bench_gemm's do."""
     start = time.perf_counter()
     fn()
-    calls = int(min(max(0.02 / max(time.perf_counter() - start, 1e-7), 1), 10000))
+    first = max(time.perf_counter() - start, 1e-7)
+    calls = int(min(max(0.02 / first, 1), 10000))
+    for _ in range(int(min(0.2 / first, 100000)) - 1):
+        fn()
     wall, cpu = [], []
     for _ in range(reps):
         start, cpu_start = time.perf_counter(), time.process_time()
