@@ -16,6 +16,12 @@ namespace tandem {
 
 namespace {
 
+// From this many multiply-adds a float64 product is cut into bands of rows over the threads.
+constexpr int64_t kDgemmThreadedWork = int64_t(1) << 24;
+// The products of a batch below this many multiply-adds each run whole on one thread, the batch
+// split over the threads (no product's packing shared); from it on, one after another, each split.
+constexpr int64_t kBatchProductThreadedWork = int64_t(1) << 24;
+
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using StridedD = Eigen::Map<const RowMatD, 0, Eigen::OuterStride<>>;
 
@@ -48,7 +54,7 @@ void dgemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
                double beta, double* c) {
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   const int threads = cpu::max_threads();
-  if (threads <= 1 || m * n * k < cpu::kSgemmParallelWork || m < 2 * threads || cpu::in_parallel_region()) {
+  if (threads <= 1 || m * n * k < kDgemmThreadedWork || m < 2 * threads || cpu::in_parallel_region()) {
     dgemm_rows(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n, 0, m);
     return;
   }
@@ -91,7 +97,7 @@ void CpuBackend::gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_
     T* cp = static_cast<T*>(c);
     if (m == 0 || n == 0) return;
     // Small products of a batch run one per thread; large ones one after another, each threaded.
-    const bool per_thread = batch > 1 && m * n * k < cpu::kSgemmParallelWork;
+    const bool per_thread = batch > 1 && m * n * k < kBatchProductThreadedWork;
     if (std::is_same_v<T, float>) cpu::active_isa();  // a bad TANDEM_CPU_ISA throws here, not in a task
     cpu::parallel_loop(batch, per_thread, [&](int64_t i) {
       gemm_one(trans_a, trans_b, m, n, k, alpha, ap + i * stride_a, bp + i * stride_b, beta, cp + i * stride_c,

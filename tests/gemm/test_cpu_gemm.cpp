@@ -155,12 +155,12 @@ TEST(CpuGemm, RowsBeyondOneCacheBlockAndThreads) {
     check({false, true, blocking.mc + kernel.mr + 1, kernel.nr + 1, 3});
     if (isa != isas_to_test().back()) continue;  // threads split C the same way on every ISA
     // Above the parallel threshold on 2 threads: the grid of rectangles covers C exactly once.
-    const int64_t k = kSgemmParallelWork / (96 * 80) + 1;
+    const int64_t k = kSgemmThreadedWork / (96 * 80) + 1;
     check({true, false, 96, 80, k, 2, 1.0f, 0.5f, true, 2});
     check({false, false, 3 * kernel.mr + 1, 7 * kernel.nr + 3, k * 96 * 80 / (3 * kernel.mr * 7 * kernel.nr) + 1,
            0, 1.0f, 0.0f, false, 2});
     // A narrow C (the dot-product path on AVX2 / AVX-512), rows split over 2 threads.
-    check({false, true, 999, 16, kSgemmDotParallelWork / (999 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
+    check({false, true, 999, 16, kSgemmThreadedWork / (999 * 16) + 9, 1, 0.5f, 1.0f, true, 2});
   }
 }
 

@@ -9,12 +9,6 @@ namespace tandem::cpu {
 
 constexpr int64_t kSgemmDotMaxN = 16;
 
-// Above this many multiply-adds (m*n*k) the dot path splits its rows over the threads: an eighth
-// of the packed path's threshold, because it has no packing to share and its rows are independent.
-// The 10-class head at 256 rows (2.6 M) went from 155 GFLOP/s on one thread to 262-277 on two
-// (bench_gemm, OMP_NUM_THREADS=2; docs/PERFORMANCE.md).
-constexpr int64_t kSgemmDotParallelWork = int64_t(1) << 21;
-
 // One block of the dot path: rows [0, R) of A (row stride lda) against rows [0, C) of B (row
 // stride ldb) over depth k, C[r][j] = alpha * dot + beta * C[r][j] (+ bias[j]). R and C are the
 // block's, fixed by the function.

@@ -218,7 +218,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
   if (!trans_a && trans_b && n <= kSgemmDotMaxN && K.dot) {
-    const int nt = m * n * k >= kSgemmDotParallelWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
+    const int nt = m * n * k >= kSgemmThreadedWork ? int(std::min<int64_t>(std::max(max_threads, 1), m)) : 1;
     parallel_tasks(nt, [&](int64_t t) {
       const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
       K.dot(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
@@ -229,7 +229,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   // Threads: a tm x tn grid over C in whole tiles, the longer side cut more often.
   const int64_t m_tiles = (m + K.mr - 1) / K.mr, n_tiles = (n + K.nr - 1) / K.nr;
   int threads = max_threads;
-  if (m * n * k < kSgemmParallelWork || in_parallel_region()) threads = 1;
+  if (m * n * k < kSgemmThreadedWork || in_parallel_region()) threads = 1;
   threads = int(std::min<int64_t>(threads, m_tiles * n_tiles));
   if (threads <= 1) {
     sgemm_rect(P, K, B, 0, m, 0, n);

@@ -1,11 +1,12 @@
 // Packed float32 GEMM in the GotoBLAS / BLIS design: op(B) is packed into kc x nc blocks (L3),
 // op(A) into mc x kc blocks (L2), both cut into MR- and NR-wide panels that one register-tile
-// micro-kernel (sgemm_kernels.h) multiplies; k is cut into blocks of
-// equal depth near kc. Transposes are absorbed by the packing; alpha, beta and a per-column bias
-// are applied when a tile is stored; a partial tile at C's edge runs the ISA's edge micro-kernel
-// for that corner where it has one, else the full tile into scratch and a copy of the corner.
-// The pool's tasks split C into independent rectangles (a grid over M and N), each packed and computed by
-// one thread with no synchronization; products below ~16M multiply-adds stay on one thread.
+// micro-kernel (sgemm_kernels.h) multiplies; k is cut into blocks of equal depth near kc.
+// Transposes are absorbed by the packing; alpha, beta and a per-column bias are applied when a
+// tile is stored; a partial tile at C's edge runs the ISA's edge micro-kernel for that corner
+// where it has one, else the full tile into scratch and a copy of the corner. The pool's tasks
+// split C into independent rectangles (a grid over M and N), each packed and computed by one
+// thread with no synchronization; products below kSgemmThreadedWork multiply-adds stay on one
+// thread.
 #pragma once
 #include <cstdint>
 
@@ -31,13 +32,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 // On this project's AMD EPYC (48 KiB L1D, 1 MiB L2): AVX-512 kc 712, mc 182; AVX2 kc 768, mc 168.
 // Against the earlier kc 384 / mc 168 (the B micro-panel the size of L1), AVX-512 measured 2-8
 // points of peak faster at 1024^3..4096^3 and the same or faster at the step shapes; AVX2 the
-// same (docs/PERFORMANCE.md, 2026-11-28 11:20-12:00 UTC).
+// same (docs/PERFORMANCE.md, 2026-11-28 11:17-11:45 UTC).
 struct SgemmBlocking {
   int64_t kc, mc, nc;
 };
 SgemmBlocking sgemm_blocking(const SgemmKernel& kernel);
 
-// Below this many multiply-adds (m*n*k) a product stays on one thread.
-constexpr int64_t kSgemmParallelWork = int64_t(1) << 24;
+// From this many multiply-adds (m*n*k) sgemm splits one product over the threads (the packed grid
+// and the narrow-C dot path alike): 2 M, about 10 us of work per thread at 2 threads, against a
+// job handed to workers that are still polling (thread_pool.cpp) in about a microsecond. It was
+// 16 M for the packed path, which kept gpt-nano's 768 x 128 x 128 projections and the MLP head's
+// backward products on one thread (docs/PERFORMANCE.md, 2026-11-28 12:05-).
+constexpr int64_t kSgemmThreadedWork = int64_t(1) << 21;
 
 }  // namespace tandem::cpu
