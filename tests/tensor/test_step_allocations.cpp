@@ -4,12 +4,12 @@
 //     requests, and how many of them went to aligned_alloc. Asserted: none do.
 //   - this binary's replacement of the global operator new, which counts every C++ allocation
 //     of the library (tensor handles, autograd graph nodes, shape and stride vectors, ...).
-// The CNN case runs alone in a fresh process as well as after the others (ctest runs each test
-// by itself): its sizes need cached blocks of about 1.7 x its peak of live bytes, which a bound
-// of 1.5 x (the allocator's before 2026-11-28) turned into 7 system allocations a step.
 //     Asserted: the count does not rise from step to step; printed, because it is not zero: an
 //     eager autograd engine builds each step's graph afresh (measured: ~600 per MLP step of 24
 //     tensors, ~7,800 per gpt-nano step of 257; tens of microseconds of a step of milliseconds).
+// The CNN case runs alone in a fresh process as well as after the others (ctest runs each test
+// by itself): its sizes need cached blocks of about 1.7 x its peak of live bytes, which a bound
+// of 1.5 x (the allocator's before 2026-11-28) turned into 7 system allocations a step.
 // Under AddressSanitizer the storage cache is off by design (ASan must see every free), so the
 // storage assertions are skipped there.
 #include <gtest/gtest.h>

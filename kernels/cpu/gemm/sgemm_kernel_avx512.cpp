@@ -57,7 +57,7 @@ TANDEM_AVX512 void prefetch_c(const float* c, int64_t ldc) {
 
 // k steps before a tile's end at which its C lines are fetched again: the kc-deep panels streaming
 // through L1 have evicted the lines fetched at the tile's start by then, and 32 steps (~450 cycles)
-// cover a fetch from L2 or L3. Measured (docs/PERFORMANCE.md, 2026-11-28): +1.5-2.5 points of peak
+// cover a fetch from L2 or L3. Measured (docs/PERFORMANCE.md, 2026-11-28): +1-2.6 points of peak
 // at 1024^3 and 2048^3.
 constexpr int64_t kRefetchCSteps = 32;
 

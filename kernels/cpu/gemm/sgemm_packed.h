@@ -42,7 +42,7 @@ SgemmBlocking sgemm_blocking(const SgemmKernel& kernel);
 // and the narrow-C dot path alike): 2 M, about 10 us of work per thread at 2 threads, against a
 // job handed to workers that are still polling (thread_pool.cpp) in about a microsecond. It was
 // 16 M for the packed path, which kept gpt-nano's 768 x 128 x 128 projections and the MLP head's
-// backward products on one thread (docs/PERFORMANCE.md, 2026-11-28 12:05-).
+// backward products on one thread (docs/PERFORMANCE.md, 2026-11-28 12:05-12:37 UTC).
 constexpr int64_t kSgemmThreadedWork = int64_t(1) << 21;
 
 }  // namespace tandem::cpu
