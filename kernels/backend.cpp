@@ -10,15 +10,38 @@
 
 namespace tandem {
 
+UnaryOp unary_op_of(LinearActivation act) {
+  switch (act) {
+    case LinearActivation::Relu: return UnaryOp::Relu;
+    case LinearActivation::GeluTanh: return UnaryOp::GeluTanh;
+    case LinearActivation::None: break;
+  }
+  throw ValueError("unary_op_of: LinearActivation::None has no unary op");
+}
+
 void linear_forward_by_gemm(Backend& backend, const TensorView& x, const TensorView& w, const TensorView* bias,
-                            const TensorView& y) {
+                            const TensorView& y, LinearActivation act, const TensorView* pre) {
   const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
+  const TensorView& affine = pre ? *pre : y;
   double beta = 0.0;
-  if (bias) {  // every row of y = bias: the [out] vector read with row stride 0
-    backend.copy_strided(TensorView{bias->data, bias->dtype, {rows, out_f}, {0, 1}}, y);
+  if (bias) {  // every row = bias: the [out] vector read with row stride 0
+    backend.copy_strided(TensorView{bias->data, bias->dtype, {rows, out_f}, {0, 1}}, affine);
     beta = 1.0;
   }
-  backend.gemm(x.dtype, false, true, rows, out_f, in_f, 1.0, x.data, 0, w.data, 0, beta, y.data, 0, 1);
+  backend.gemm(x.dtype, false, true, rows, out_f, in_f, 1.0, x.data, 0, w.data, 0, beta, affine.data, 0, 1);
+  if (act != LinearActivation::None) backend.unary(unary_op_of(act), affine, y, UnaryParams{});
+}
+
+void linear_activation_backward_by_kernels(Backend& backend, LinearActivation act, const TensorView& g,
+                                           const TensorView& y, const TensorView* pre, const TensorView& dz,
+                                           const TensorView* db) {
+  // ReLU's mask from y (> 0 exactly where its input is); the GELU's derivative from its input.
+  const TensorView& x = act == LinearActivation::Relu ? y : *pre;
+  backend.unary_backward(unary_op_of(act), x, y, g, dz, UnaryParams{});
+  if (!db) return;
+  const int64_t rows = g.shape[0], out_f = g.shape[1];
+  if (rows == 0) backend.fill(*db, 0.0);
+  else backend.reduce(ReduceOp::Sum, dz, 1, rows, out_f, *db);
 }
 
 void linear_weight_grad_by_gemm(Backend& backend, const TensorView& g, const TensorView& x, const TensorView& dw,

@@ -21,6 +21,10 @@ enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge
 };
 enum class ReduceOp : uint8_t { Sum, Mean, Max, Min };
+// The activation a linear layer may apply as part of its kernel (linear_forward).
+enum class LinearActivation : uint8_t { None, Relu, GeluTanh };
+// The unary op computing `act` (not None).
+UnaryOp unary_op_of(LinearActivation act);
 
 struct UnaryParams {
   double scalar = 0;               // Pow: exponent
@@ -62,10 +66,16 @@ class Backend {
 };
 
 // Kernels composed from other kernels, for backends without a fused version (their contracts
-// are the list's linear_forward, linear_weight_grad, sgd_step_multi and adam_step_multi).
-// linear_forward_by_gemm: the bias copied into every row of y, then gemm adding x w^T.
+// are the list's linear_forward, linear_activation_backward, linear_weight_grad, sgd_step_multi
+// and adam_step_multi).
+// linear_forward_by_gemm: the bias copied into every row of pre (or y without one), gemm adding
+// x w^T, then unary(act) into y.
 void linear_forward_by_gemm(Backend& backend, const TensorView& x, const TensorView& w, const TensorView* bias,
-                            const TensorView& y);
+                            const TensorView& y, LinearActivation act, const TensorView* pre);
+// linear_activation_backward_by_kernels: dz by unary_backward, db by reduce(Sum).
+void linear_activation_backward_by_kernels(Backend& backend, LinearActivation act, const TensorView& g,
+                                           const TensorView& y, const TensorView* pre, const TensorView& dz,
+                                           const TensorView* db);
 // linear_weight_grad_by_gemm: dw by gemm, db by reduce(Sum) (fill 0 when there are no rows).
 void linear_weight_grad_by_gemm(Backend& backend, const TensorView& g, const TensorView& x, const TensorView& dw,
                                 const TensorView* db);

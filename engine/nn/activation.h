@@ -11,6 +11,7 @@ class ReLU : public Module {
  public:
   std::string name() const override { return "ReLU"; }
   Tensor forward(const Tensor& x) override;
+  std::string fusable_activation() const override { return "relu"; }
 };
 
 // approximate: "none" (exact, erf) or "tanh".
@@ -20,6 +21,7 @@ class GELU : public Module {
   std::string name() const override { return "GELU"; }
   std::string extra_repr() const override { return "approximate='" + approximate + "'"; }
   Tensor forward(const Tensor& x) override;
+  std::string fusable_activation() const override { return approximate == "tanh" ? "gelu_tanh" : ""; }
 
   std::string approximate;
 };

@@ -30,11 +30,13 @@ void Linear::reset_parameters() {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x) { return forward(x, "none"); }
+
+Tensor Linear::forward(const Tensor& x, const std::string& activation) {
   if (x.dim() < 1 || x.size(-1) != in_features)
     throw ShapeError("Linear(" + std::to_string(in_features) + ", " + std::to_string(out_features) +
                      "): input must be [..., " + std::to_string(in_features) + "], got " + x.shape_str());
-  return linear(x, weight, bias);
+  return linear(x, weight, bias, activation);
 }
 
 std::string Linear::extra_repr() const {

@@ -16,6 +16,8 @@ class Linear : public Module {
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  // activation(x W^T + b) as one op (tandem::linear's activation: "none", "relu", "gelu_tanh").
+  Tensor forward(const Tensor& x, const std::string& activation);
   // Redraws weight then bias from the default generator (in that order, like PyTorch).
   void reset_parameters();
 

@@ -40,6 +40,9 @@ class Module {
   // define their own methods and leave this one throwing.
   virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
+  // For an activation module: its name as linear() fuses it ("relu", "gelu_tanh"), so that a
+  // Sequential runs a Linear followed by it as one op; "" (the default) where it cannot be fused.
+  virtual std::string fusable_activation() const { return ""; }
 
   // ---- registration (names are non-empty, contain no '.', and are unique per module) ----
   // Registers t as a trainable leaf (requires_grad set unless requires_grad=false) and

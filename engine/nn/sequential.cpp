@@ -1,5 +1,9 @@
 #include "engine/nn/sequential.h"
 
+#include <typeinfo>
+
+#include "engine/nn/linear.h"
+
 namespace tandem::nn {
 
 void Sequential::push_back(std::shared_ptr<Module> module) {
@@ -9,7 +13,17 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    // A Linear (the class itself: a subclass may override forward) followed by an activation
+    // that linear() fuses runs as one op.
+    const std::string act = i + 1 < layers_.size() ? layers_[i + 1]->fusable_activation() : "";
+    if (!act.empty() && typeid(*layers_[i]) == typeid(Linear)) {
+      h = static_cast<Linear&>(*layers_[i]).forward(h, act);
+      ++i;
+      continue;
+    }
+    h = layers_[i]->forward(h);
+  }
   return h;
 }
 

@@ -1,5 +1,7 @@
-// Sequential: runs its modules in order, each one's output feeding the next. Children are
-// named "0", "1", ... so state_dict keys match PyTorch's nn.Sequential ("0.weight").
+// Sequential: runs its modules in order, each one's output feeding the next; a Linear followed
+// by an activation it fuses (Module::fusable_activation: ReLU, the tanh GELU) runs as one op,
+// with the same values. Children are named "0", "1", ... so state_dict keys match PyTorch's
+// nn.Sequential ("0.weight").
 #pragma once
 #include <memory>
 #include <vector>

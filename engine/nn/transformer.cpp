@@ -48,7 +48,7 @@ TransformerMLP::TransformerMLP(int64_t n_embd, double dropout_, bool bias) : dro
 }
 
 Tensor TransformerMLP::forward(const Tensor& x) {
-  return tandem::dropout(c_proj->forward(gelu(c_fc->forward(x), "tanh")), dropout, is_training());
+  return tandem::dropout(c_proj->forward(c_fc->forward(x, "gelu_tanh")), dropout, is_training());
 }
 
 TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias) {

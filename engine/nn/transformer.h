@@ -4,7 +4,7 @@
 //
 //   CausalSelfAttention  x [B, T, C] -> c_attn (Linear C -> 3C, q|k|v) -> heads [B, H, T, C/H]
 //                        -> scaled_dot_product_attention (causal) -> [B, T, C] -> c_proj -> dropout
-//   TransformerMLP       c_fc (C -> 4C) -> GELU(tanh) -> c_proj (4C -> C) -> dropout
+//   TransformerMLP       c_fc (C -> 4C) and GELU(tanh) as one op -> c_proj (4C -> C) -> dropout
 //   TransformerBlock     x + attn(ln_1(x)), then x + mlp(ln_2(x))       (pre-LN, GPT-2)
 //
 // Generation passes a KVCache per block: each call appends its keys and values to the cache and

@@ -1,8 +1,10 @@
-// The linear family on CUDA. linear_forward: y[rows, out] = x[rows, in] w[out, in]^T + bias[out]
-// as one cuBLASLt GEMM with the bias epilogue (one library launch), instead of
+// The linear family on CUDA. linear_forward: y[rows, out] = act(x[rows, in] w[out, in]^T + bias[out]);
+// the affine map as one cuBLASLt GEMM with the bias epilogue (one library launch), instead of
 // linear_forward_by_gemm's bias copy into y followed by a GEMM with beta = 1 (which writes y
 // once more and makes the GEMM read it back). linear_weight_grad: dw = g^T x and db = column
-// sums of g by linear_weight_grad_by_gemm (one gemm launch, one reduce_cuda.cu launch).
+// sums of g by linear_weight_grad_by_gemm (one gemm launch, one reduce_cuda.cu launch). An
+// activation (ReLU, the tanh GELU) is the unary kernel after the GEMM, its backward
+// linear_activation_backward_by_kernels (unary_backward, then reduce for db).
 //
 // Layout. y[rows, out] = x[rows, in] w[out, in]^T is Backend::gemm with trans_a = false,
 // trans_b = true, m = rows, n = out, k = in. gemm_cuda.cu hands cuBLASLt the column-major
@@ -61,29 +63,44 @@ bool bias_epilogue_applies(int64_t rows, int64_t in_f, int64_t out_f, const void
          reinterpret_cast<uintptr_t>(bias) % kMinBiasAlignment == 0;
 }
 
+// out = x w^T + bias as one cuBLASLt GEMM with the bias epilogue where it applies (counted);
+// false where the caller must run the unfused path (counted when there is a bias).
+bool affine_by_bias_epilogue(const TensorView& x, const TensorView& w, const TensorView* bias, const TensorView& out) {
+  if (bias == nullptr) return false;  // y = x w^T: one plain GEMM, nothing to fuse
+  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
+  if (bias_epilogue_applies(rows, in_f, out_f, bias->data)) {
+    const gemm_lt::DTypeInfo info = gemm_lt::dtype_info(x.dtype);
+    if (gemm_lt::lt_matmul(x.dtype, info, /*trans_a=*/false, /*trans_b=*/true, rows, out_f, in_f, 1.0, x.data, 0,
+                           w.data, 0, /*beta=*/0.0, out.data, 0, /*batch=*/1, gemm_lt::Epilogue::Bias, bias->data)) {
+      g_fused_calls.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  g_unfused_calls.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 }  // namespace
 
 void cuda::set_linear_bias_epilogue_enabled(bool enabled) { g_bias_epilogue_enabled.store(enabled); }
 bool cuda::linear_bias_epilogue_enabled() { return g_bias_epilogue_enabled.load(); }
 cuda::LinearBiasPathCounts cuda::linear_bias_path_counts() { return {g_fused_calls.load(), g_unfused_calls.load()}; }
 
-void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias,
-                                 const TensorView& y) {
-  if (bias == nullptr) {  // y = x w^T: one plain GEMM
-    linear_forward_by_gemm(*this, x, w, bias, y);
-    return;
-  }
-  const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
-  if (bias_epilogue_applies(rows, in_f, out_f, bias->data)) {
-    const gemm_lt::DTypeInfo info = gemm_lt::dtype_info(x.dtype);
-    if (gemm_lt::lt_matmul(x.dtype, info, /*trans_a=*/false, /*trans_b=*/true, rows, out_f, in_f, 1.0, x.data, 0,
-                           w.data, 0, /*beta=*/0.0, y.data, 0, /*batch=*/1, gemm_lt::Epilogue::Bias, bias->data)) {
-      g_fused_calls.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-  }
-  g_unfused_calls.fetch_add(1, std::memory_order_relaxed);
-  linear_forward_by_gemm(*this, x, w, bias, y);
+// The affine map into pre (or y), then the activation as one elementwise launch (unary). cuBLASLt
+// has ReLU and GELU epilogues that would fold that launch into the GEMM; they have not run on a
+// GPU of ours yet, so the activation stays the unary kernel the op table compares with the CPU.
+void CudaBackend::linear_forward(const TensorView& x, const TensorView& w, const TensorView* bias, const TensorView& y,
+                                 LinearActivation act, const TensorView* pre) {
+  const TensorView& affine = pre ? *pre : y;
+  if (!affine_by_bias_epilogue(x, w, bias, affine))
+    linear_forward_by_gemm(*this, x, w, bias, affine, LinearActivation::None, nullptr);
+  if (act != LinearActivation::None) unary(unary_op_of(act), affine, y, UnaryParams{});
+}
+
+// dz by unary_backward, db by reduce_cuda.cu's fixed-order column sums (see Backward above).
+void CudaBackend::linear_activation_backward(LinearActivation act, const TensorView& g, const TensorView& y,
+                                             const TensorView* pre, const TensorView& dz, const TensorView* db) {
+  linear_activation_backward_by_kernels(*this, act, g, y, pre, dz, db);
 }
 
 void CudaBackend::linear_weight_grad(const TensorView& g, const TensorView& x, const TensorView& dw,

@@ -5,6 +5,7 @@
 // (batched, broadcast strides, linear_forward); and TANDEM_CPU_ISA's errors.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -58,6 +59,25 @@ struct Case {
   float alpha = 1.0f, beta = 0.0f;
   bool bias = false;
   int threads = 1;
+  bool epilogue = false;  // an SgemmEpilogue mapping every v to 2 v + 1 (CountedEpilogue)
+};
+
+// An epilogue that doubles and increments every element it is given, counting the visits of
+// each element of C and checking that each block's pointer is C[i0, j0].
+struct CountedEpilogue {
+  float* c;
+  int64_t ldc, n;
+  std::vector<int>* visits;
+  std::atomic<bool>* coordinates_ok;
+  static void run(const void* context, float* block, int64_t ldc, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+    const auto& e = *static_cast<const CountedEpilogue*>(context);
+    if (block != e.c + i0 * e.ldc + j0 || ldc != e.ldc) e.coordinates_ok->store(false);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        block[i * ldc + j] = 2.0f * block[i * ldc + j] + 1.0f;
+        ++(*e.visits)[size_t((i0 + i) * e.n + j0 + j)];
+      }
+  }
 };
 
 // Runs sgemm on random operands and checks every element against the float64 sum:
@@ -70,8 +90,17 @@ void check(const Case& t) {
   std::vector<float> c = random_floats(size_t(t.m * ldc), 3), bias = random_floats(size_t(t.n), 4);
   if (t.beta == 0.0f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
   const std::vector<float> c0 = c;
+  std::vector<int> visits(size_t(t.m * t.n), 0);
+  std::atomic<bool> coordinates_ok{true};
+  const CountedEpilogue counted{c.data(), ldc, t.n, &visits, &coordinates_ok};
+  const SgemmEpilogue epilogue{CountedEpilogue::run, &counted};
   sgemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc,
-        t.bias ? bias.data() : nullptr, t.threads);
+        t.bias ? bias.data() : nullptr, t.threads, t.epilogue ? &epilogue : nullptr);
+  if (t.epilogue) {
+    ASSERT_TRUE(coordinates_ok) << "an epilogue block's pointer is not C[i0, j0]";
+    for (size_t i = 0; i < visits.size(); ++i)
+      ASSERT_EQ(visits[i], 1) << "element " << i << " of C: the epilogue must see it once, after the last depth block";
+  }
   for (int64_t i = 0; i < t.m; ++i) {
     for (int64_t j = 0; j < t.n; ++j) {
       double sum = 0, mag = 0;
@@ -84,7 +113,8 @@ void check(const Case& t) {
       double ref = t.alpha * sum;
       if (t.beta != 0.0f) ref += double(t.beta) * c0[size_t(i * ldc + j)];
       if (t.bias) ref += bias[size_t(j)];
-      const double tol = 1e-5 * (std::abs(t.alpha) * mag + std::abs(t.beta) + 1.0) + 1e-6;
+      double tol = 1e-5 * (std::abs(t.alpha) * mag + std::abs(t.beta) + 1.0) + 1e-6;
+      if (t.epilogue) ref = 2 * ref + 1, tol *= 2;
       ASSERT_NEAR(c[size_t(i * ldc + j)], ref, tol)
           << isa_name(active_isa()) << " ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
           << " k=" << t.k << " at (" << i << ", " << j << ")";
@@ -178,6 +208,28 @@ TEST(CpuGemm, EveryNarrowWidthOnTheDotPath) {
   }
 }
 
+// The epilogue (a fused activation's hook) sees each element of C once, with the block's true
+// coordinates, after every depth block is summed: tiles at the edges, three depth blocks, the
+// narrow-C path, the grid of 2 threads and k = 0.
+TEST(CpuGemm, TheEpilogueSeesEveryElementOnceAfterTheLastDepthBlock) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    const SgemmKernel& kernel = sgemm_kernel(isa);
+    const int64_t mr = kernel.mr, nr = kernel.nr, kc = sgemm_blocking(kernel).kc;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        check({bool(ta), bool(tb), 2 * mr + 3, nr + 5, 7, 1, 1.0f, 0.0f, true, 1, true});
+        check({bool(ta), bool(tb), mr - 1, 2 * nr - 1, 3 * kc + 5, 0, 0.5f, 0.5f, true, 1, true});
+      }
+    for (int64_t n : {int64_t(1), int64_t(7), kSgemmDotMaxN}) check({false, true, 9, n, 37, 2, 1.0f, 0.0f, true, 1, true});
+    check({false, false, 4, 5, 0, 1, 1.0f, 0.5f, true, 1, true});
+    const int64_t k = kSgemmThreadedWork / (96 * 80) + 1;
+    check({true, false, 96, 80, k, 2, 1.0f, 0.5f, true, 2, true});
+    check({false, true, 999, 16, kSgemmThreadedWork / (999 * 16) + 9, 1, 0.5f, 1.0f, true, 2, true});
+  }
+}
+
 TEST(CpuGemm, KZeroScalesByBetaAndAddsTheBias) {
   std::vector<float> c = {1, 2, 3, 4, 5, 6}, bias = {10, 20, 30};
   sgemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 2.0f, c.data(), 3, bias.data(), 1);
@@ -187,7 +239,8 @@ TEST(CpuGemm, KZeroScalesByBetaAndAddsTheBias) {
 }
 
 // CpuBackend::gemm in float32 (packed) against the same call in float64 (Eigen, the reference):
-// batched with a broadcast A (stride 0), transposes, alpha and beta; linear_forward's fused bias.
+// batched with a broadcast A (stride 0), transposes, alpha and beta; linear_forward's fused bias
+// and activations, and linear_activation_backward.
 TEST(CpuGemm, BackendFloat32MatchesTheFloat64Reference) {
   IsaGuard guard;
   const int64_t m = 19, n = 37, k = 23, batch = 3;
@@ -206,17 +259,91 @@ TEST(CpuGemm, BackendFloat32MatchesTheFloat64Reference) {
                            m * n, batch);
         for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], cd[i], 1e-4) << isa_name(isa) << " at " << i;
       }
-    std::vector<float> y(size_t(m * n)), bias = random_floats(size_t(n), 8);
-    std::vector<double> yd(y.size()), biasd(bias.begin(), bias.end());
+    // linear_forward with each activation, the affine map kept as pre (float32: the packed GEMM
+    // with the activation on each finished tile; float64: gemm, then the unary kernel).
+    std::vector<float> bias = random_floats(size_t(n), 8);
+    std::vector<double> biasd(bias.begin(), bias.end());
     const TensorView x{const_cast<float*>(a.data()), DType::Float32, {m, k}, {k, 1}};
     const TensorView w{const_cast<float*>(b.data()), DType::Float32, {n, k}, {k, 1}};
-    const TensorView bv{bias.data(), DType::Float32, {n}, {1}}, yv{y.data(), DType::Float32, {m, n}, {n, 1}};
     const TensorView xd{const_cast<double*>(ad.data()), DType::Float64, {m, k}, {k, 1}};
     const TensorView wd{const_cast<double*>(bd.data()), DType::Float64, {n, k}, {k, 1}};
-    const TensorView bvd{biasd.data(), DType::Float64, {n}, {1}}, yvd{yd.data(), DType::Float64, {m, n}, {n, 1}};
-    cpu_backend().linear_forward(x, w, &bv, yv);
-    cpu_backend().linear_forward(xd, wd, &bvd, yvd);
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], yd[i], 1e-4) << isa_name(isa) << " linear at " << i;
+    const TensorView bv{bias.data(), DType::Float32, {n}, {1}}, bvd{biasd.data(), DType::Float64, {n}, {1}};
+    for (LinearActivation act : {LinearActivation::None, LinearActivation::Relu, LinearActivation::GeluTanh}) {
+      std::vector<float> y(size_t(m * n)), pre(y.size());
+      std::vector<double> yd(y.size()), pred(y.size());
+      const TensorView yv{y.data(), DType::Float32, {m, n}, {n, 1}}, prev{pre.data(), DType::Float32, {m, n}, {n, 1}};
+      const TensorView yvd{yd.data(), DType::Float64, {m, n}, {n, 1}}, prevd{pred.data(), DType::Float64, {m, n}, {n, 1}};
+      cpu_backend().linear_forward(x, w, &bv, yv, act, &prev);
+      cpu_backend().linear_forward(xd, wd, &bvd, yvd, act, &prevd);
+      int positive = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_NEAR(y[i], yd[i], 1e-4) << isa_name(isa) << " linear, activation " << int(act) << ", at " << i;
+        ASSERT_NEAR(pre[i], pred[i], 1e-4) << isa_name(isa) << " linear's pre-activation at " << i;
+        positive += pred[i] > 0;
+      }
+      ASSERT_GT(positive, 0);  // the activations see both signs
+      ASSERT_LT(positive, int(y.size()));
+      if (act == LinearActivation::None) continue;
+      // Its backward: dz = g act'(z) and db = column sums of dz, against float64.
+      const std::vector<float> g = random_floats(y.size(), 9);
+      const std::vector<double> gd(g.begin(), g.end());
+      std::vector<float> dz(y.size()), db(static_cast<size_t>(n));
+      std::vector<double> dzd(y.size()), dbd(static_cast<size_t>(n));
+      const TensorView gv{const_cast<float*>(g.data()), DType::Float32, {m, n}, {n, 1}};
+      const TensorView gvd{const_cast<double*>(gd.data()), DType::Float64, {m, n}, {n, 1}};
+      const TensorView dzv{dz.data(), DType::Float32, {m, n}, {n, 1}}, dbv{db.data(), DType::Float32, {n}, {1}};
+      const TensorView dzvd{dzd.data(), DType::Float64, {m, n}, {n, 1}}, dbvd{dbd.data(), DType::Float64, {n}, {1}};
+      const bool relu = act == LinearActivation::Relu;
+      cpu_backend().linear_activation_backward(act, gv, yv, relu ? nullptr : &prev, dzv, &dbv);
+      cpu_backend().linear_activation_backward(act, gvd, yvd, relu ? nullptr : &prevd, dzvd, &dbvd);
+      for (size_t i = 0; i < dz.size(); ++i) ASSERT_NEAR(dz[i], dzd[i], 1e-5) << isa_name(isa) << " dz at " << i;
+      for (int64_t j = 0; j < n; ++j) ASSERT_NEAR(db[size_t(j)], dbd[size_t(j)], 1e-4) << isa_name(isa) << " db at " << j;
+    }
+  }
+}
+
+// linear_activation_backward on 1 and 2 threads (bands of rows, each summing its columns, added in
+// band order): dz the same bits, db within float32 rounding of float64 and the same bits on every
+// run at a given thread count; on every ISA (the GELU's AVX-512 and AVX2 forms).
+TEST(CpuGemm, LinearActivationBackwardOnOneAndTwoThreads) {
+  IsaGuard guard;
+  const int64_t rows = 600, cols = 517;  // two bands of rows at 2 threads
+  const std::vector<float> g = random_floats(size_t(rows * cols), 10), z = random_floats(g.size(), 11);
+  const std::vector<double> gd(g.begin(), g.end()), zd(z.begin(), z.end());
+  const int saved = max_threads();
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    for (LinearActivation act : {LinearActivation::Relu, LinearActivation::GeluTanh}) {
+      std::vector<float> y(g.size());
+      for (size_t i = 0; i < y.size(); ++i) y[i] = act == LinearActivation::Relu ? std::max(z[i], 0.0f) : z[i];
+      const std::vector<double> yd(y.begin(), y.end());
+      const TensorView gv{const_cast<float*>(g.data()), DType::Float32, {rows, cols}, {cols, 1}};
+      const TensorView zv{const_cast<float*>(z.data()), DType::Float32, {rows, cols}, {cols, 1}};
+      const TensorView yv{y.data(), DType::Float32, {rows, cols}, {cols, 1}};
+      std::vector<float> dz[3], db[3];
+      for (int run = 0; run < 3; ++run) {  // 1 thread, then 2 threads twice
+        set_max_threads(run == 0 ? 1 : 2);
+        dz[run].assign(g.size(), 0.0f);
+        db[run].assign(size_t(cols), 0.0f);
+        const TensorView dzv{dz[run].data(), DType::Float32, {rows, cols}, {cols, 1}};
+        const TensorView dbv{db[run].data(), DType::Float32, {cols}, {1}};
+        cpu_backend().linear_activation_backward(act, gv, yv, &zv, dzv, &dbv);
+      }
+      set_max_threads(saved);
+      EXPECT_EQ(dz[0], dz[1]) << isa_name(isa);
+      EXPECT_EQ(db[1], db[2]) << isa_name(isa);
+      std::vector<double> dzd(g.size()), dbd(static_cast<size_t>(cols));
+      const TensorView gvd{const_cast<double*>(gd.data()), DType::Float64, {rows, cols}, {cols, 1}};
+      const TensorView zvd{const_cast<double*>(zd.data()), DType::Float64, {rows, cols}, {cols, 1}};
+      const TensorView yvd{const_cast<double*>(yd.data()), DType::Float64, {rows, cols}, {cols, 1}};
+      const TensorView dzvd{dzd.data(), DType::Float64, {rows, cols}, {cols, 1}};
+      const TensorView dbvd{dbd.data(), DType::Float64, {cols}, {1}};
+      cpu_backend().linear_activation_backward(act, gvd, yvd, &zvd, dzvd, &dbvd);
+      for (size_t i = 0; i < dzd.size(); ++i) ASSERT_NEAR(dz[1][i], dzd[i], 2e-6) << isa_name(isa) << " dz at " << i;
+      for (int run = 0; run < 2; ++run)
+        for (int64_t j = 0; j < cols; ++j)
+          ASSERT_NEAR(db[run][size_t(j)], dbd[size_t(j)], 2e-4) << isa_name(isa) << " db at " << j << ", run " << run;
+    }
   }
 }
 

@@ -242,7 +242,7 @@ TEST(CudaLinear, BackendMethodsOnEmptySums) {
     Tensor x = Tensor::empty({3, 0}, dt, gpu()), w = Tensor::empty({5, 0}, dt, gpu());
     Tensor y = Tensor::empty({3, 5}, dt, gpu());  // poisoned
     const TensorView bias = b.dev.view_desc();
-    gpu_backend().linear_forward(x.view_desc(), w.view_desc(), &bias, y.view_desc());
+    gpu_backend().linear_forward(x.view_desc(), w.view_desc(), &bias, y.view_desc(), LinearActivation::None, nullptr);
     const std::vector<double> got = values(y), bias_values = values(b.ref);
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], bias_values[i % 5]) << dtype_name(dt) << " element " << i;
 

@@ -1,10 +1,13 @@
 // Module bookkeeping: names in registration order, traversal, mode, placement, errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/optim/sgd.h"
 #include "kernels/backend.h"
+#include "tensor/autograd/node.h"
 
 using namespace tandem;
 using namespace tandem::nn;
@@ -25,6 +28,13 @@ class Block : public Module {
   std::shared_ptr<BatchNorm1d> norm;
   Tensor scale;
 };
+
+// |a - b| <= tol (1 + |b|) everywhere.
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  ASSERT_EQ(av.size(), bv.size()) << what;
+  for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], bv[i], tol * (1 + std::abs(bv[i]))) << what << " at " << i;
+}
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& items) {
   std::vector<std::string> out;
@@ -137,6 +147,43 @@ TEST(Module, ReprNestsLikePyTorch) {
             "  (2): Flatten(start_dim=1, end_dim=-1)\n"
             "  (3): Linear(in_features=36, out_features=2, bias=False)\n"
             ")");
+}
+
+// A Linear followed by ReLU or the tanh GELU runs as one op (its grad_fn says so) with the values
+// and gradients of the two ops; the exact GELU, a Linear subclass and a lone ReLU stay unfused.
+TEST(Sequential, FusesALinearWithTheActivationAfterIt) {
+  class ScaledLinear : public Linear {  // a user's subclass: its own forward must run
+   public:
+    ScaledLinear() : Linear(6, 5) {}
+    Tensor forward(const Tensor& x) override { return Linear::forward(x) * 2.0; }
+  };
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    auto fc1 = std::make_shared<Linear>(6, 20, true, dt), fc2 = std::make_shared<Linear>(20, 6, true, dt);
+    Sequential model(fc1, std::make_shared<ReLU>(), fc2, std::make_shared<GELU>("tanh"));
+    const Tensor x = Tensor::randn({33, 6}).to(dt);
+    const Tensor y = model.forward(x);
+    EXPECT_EQ(y.grad_fn()->name(), "LinearGeluTanh");
+    sum(y * y).backward();
+    std::vector<Tensor> fused_grads;
+    for (const auto& [name, p] : model.named_parameters()) fused_grads.push_back(p.grad().clone());
+    model.zero_grad();
+    const Tensor h = relu(linear(x, fc1->weight, fc1->bias));
+    const Tensor want = gelu(linear(h, fc2->weight, fc2->bias), "tanh");
+    EXPECT_EQ(h.grad_fn()->name(), "relu");
+    sum(want * want).backward();
+    const double tol = dt == DType::Float32 ? 1e-5 : 1e-12;
+    expect_close(y, want, tol, "y");
+    size_t i = 0;
+    for (const auto& [name, p] : model.named_parameters())
+      expect_close(fused_grads[i++], p.grad(), tol, name + " " + dtype_name(dt));
+  }
+  Sequential exact(std::make_shared<Linear>(6, 5), std::make_shared<GELU>());
+  EXPECT_EQ(exact.forward(Tensor::randn({2, 6})).grad_fn()->name(), "gelu");
+  Sequential custom(std::make_shared<ScaledLinear>(), std::make_shared<ReLU>());
+  EXPECT_EQ(custom.forward(Tensor::randn({2, 6})).grad_fn()->name(), "relu");
+  Sequential lone(std::make_shared<ReLU>(), std::make_shared<Linear>(6, 5));
+  EXPECT_EQ(lone.forward(Tensor::randn({2, 6})).grad_fn()->name(), "Linear");
+  EXPECT_THROW(linear(Tensor::randn({2, 6}), Tensor::randn({5, 6}), Tensor(), "tanh"), ValueError);
 }
 
 TEST(Sequential, IndexingAndPushBack) {

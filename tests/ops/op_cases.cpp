@@ -276,6 +276,23 @@ std::vector<OpCase> build_cases() {
                  return Inputs{randn64({rand_dim(rng, 1, 4), in_f}, dt, rng), randn64({out_f, in_f}, dt, rng)};
                },
                [](const Inputs& in) { return linear(in[0], in[1]); }});
+  // The fused activations (linear_forward's act, linear_activation_backward): rows past one
+  // register tile and columns past one 16-column block, so tiles and column blocks have edges.
+  for (const char* act : {"relu", "gelu_tanh"}) {
+    c.push_back({std::string("linear_") + act,
+                 [](Rng& rng, DType dt) {
+                   int64_t in_f = rand_dim(rng, 1, 6), out_f = rand_dim(rng, 15, 35);
+                   return Inputs{randn64({rand_dim(rng, 1, 20), in_f}, dt, rng), randn64({out_f, in_f}, dt, rng),
+                                 randn64({out_f}, dt, rng)};
+                 },
+                 [act](const Inputs& in) { return linear(in[0], in[1], in[2], act); }});
+  }
+  c.push_back({"linear_relu_no_bias_3d",
+               [](Rng& rng, DType dt) {
+                 int64_t in_f = rand_dim(rng, 1, 6), out_f = rand_dim(rng, 1, 5);
+                 return Inputs{randn64({2, rand_dim(rng, 1, 3), in_f}, dt, rng), randn64({out_f, in_f}, dt, rng)};
+               },
+               [](const Inputs& in) { return linear(in[0], in[1], Tensor(), "relu"); }});
   // ---- softmax family and losses ----
   c.push_back({"softmax_dim1", reduce_input, [](const Inputs& in) { return softmax(in[0], 1); }});
   c.push_back({"log_softmax_last", reduce_input, [](const Inputs& in) { return log_softmax(in[0], -1); }});

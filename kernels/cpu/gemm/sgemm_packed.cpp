@@ -26,7 +26,13 @@ struct Problem {
   float* c;
   int64_t ldc;
   const float* bias;
+  const SgemmEpilogue* epilogue;  // null: none
 };
+
+// The epilogue on the finished block of C at (i0, j0).
+void finish(const Problem& P, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+  if (P.epilogue) P.epilogue->run(P.epilogue->context, P.c + i0 * P.ldc + j0, P.ldc, i0, j0, rows, cols);
+}
 
 int64_t round_down(int64_t x, int64_t unit) { return std::max(unit, x / unit * unit); }
 int64_t round_up(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
@@ -171,6 +177,7 @@ void sgemm_rect(const Problem& P, const SgemmKernel& K, const SgemmBlocking& B, 
             }
           }
         }
+        if (last) finish(P, ic, jc, mb, nb);
       }
     }
   }
@@ -209,11 +216,13 @@ SgemmBlocking sgemm_blocking(const SgemmKernel& kernel) {
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads) {
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads,
+           const SgemmEpilogue* epilogue) {
   if (m <= 0 || n <= 0) return;
-  const Problem P{trans_a, trans_b, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, bias};
+  const Problem P{trans_a, trans_b, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, bias, epilogue};
   if (k <= 0) {
     scale_c(P);
+    finish(P, 0, 0, m, n);
     return;
   }
   const SgemmKernel& K = sgemm_kernel(active_isa());
@@ -222,6 +231,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     parallel_tasks(nt, [&](int64_t t) {
       const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
       K.dot(r1 - r0, n, k, alpha, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc, bias);
+      if (r1 > r0) finish(P, r0, 0, r1 - r0, n);
     });
     return;
   }

@@ -14,12 +14,26 @@
 
 namespace tandem::cpu {
 
+// Work run on each finished block of C (every depth block summed; alpha, beta and the bias
+// applied) by the thread that computed it, while the block is still in that core's L2 (an
+// mc x nc cache block; rows of C on the narrow-C path): the rows x cols block of C whose first
+// element C[i0, j0] is at c (row stride ldc). The blocks cover C once. A linear layer's fused
+// activation is one (linear_cpu.cpp). Per block rather than per register tile: one call per
+// row of the block instead of one per 32-float tile row; gpt-nano's step measured the same either
+// way (20.1-20.5 against 20.2-20.8 ms, 3 interleaved pairs, 2026-11-28).
+struct SgemmEpilogue {
+  void (*run)(const void* context, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t rows, int64_t cols);
+  const void* context;
+};
+
 // C[m,n] (row stride ldc) = alpha * op(A) op(B) + beta * C, plus bias[j] added to every row j
-// when bias is not null. A is [m,k] with row stride lda ([k,m] when trans_a), B is [k,n] with row
-// stride ldb ([n,k] when trans_b). beta == 0: C is only written. Uses up to `max_threads` threads of
-// the pool (kernels/cpu/thread_pool.h; one inside a pool task) and the micro-kernel of active_isa().
+// when bias is not null, then the epilogue where one is given. A is [m,k] with row stride lda
+// ([k,m] when trans_a), B is [k,n] with row stride ldb ([n,k] when trans_b). beta == 0: C is only
+// written. Uses up to `max_threads` threads of the pool (kernels/cpu/thread_pool.h; one inside a
+// pool task) and the micro-kernel of active_isa().
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads);
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, int max_threads,
+           const SgemmEpilogue* epilogue = nullptr);
 
 // The cache blocking sgemm uses with a micro-kernel, from sysconf's cache sizes (defaults
 // 512 KiB L2 / 8 MiB L3 when it does not say):

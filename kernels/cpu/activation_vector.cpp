@@ -1,0 +1,153 @@
+#include "kernels/cpu/activation_vector.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define TANDEM_AVX512 __attribute__((target("avx512f")))
+#define TANDEM_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+#define TANDEM_AVX2 __attribute__((target("avx2,fma")))
+#define TANDEM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+namespace tandem::cpu {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 to 16 bits: n * kLn2Hi is exact for |n| <= 128
+constexpr float kLn2Lo = 1.4286068203094172e-06f;
+// exp's argument clamped to [-87, 80]: 2^n stays a normal float, and so does the sigmoid
+// 1 / (1 + exp(80)) = 1.8e-35 (x < -9 reaches the clamp): a denormal sigmoid made the backward of
+// such inputs 4x slower here, for a GELU of -1e-34 instead of -1e-40.
+constexpr float kExpMin = -87.0f, kExpMax = 80.0f;
+// 1 / k! for k = 7 down to 2: Horner's rule from the highest power.
+constexpr float kInvFact[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
+
+// The maskz forms with every lane set: GCC 12 warns that the plain forms' undefined pass-through
+// vector "may be used uninitialized".
+constexpr __mmask16 kAll = 0xFFFF;
+
+TANDEM_AVX512_INLINE __m512 exp16(__m512 a) {
+  a = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, a, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(a, _mm512_set1_ps(kLog2e)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), a);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kInvFact[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kInvFact[i]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(kAll, p, n);
+}
+
+// s = sigmoid(2u) = 1 / (1 + exp(-2u)) of the GELU's u(x).
+TANDEM_AVX512_INLINE __m512 gelu_sigmoid16(__m512 x) {
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi), x),
+                                 _mm512_fmadd_ps(_mm512_set1_ps(kCubic), x2, _mm512_set1_ps(1.0f)));
+  const __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+  return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+TANDEM_AVX2_INLINE __m256 exp8(__m256 a) {
+  a = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kInvFact[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kInvFact[i]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // 2^n: n + 127 in the exponent field (n in [-126, 127] after the clamp).
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+TANDEM_AVX2_INLINE __m256 gelu_sigmoid8(__m256 x) {
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi), x),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(kCubic), x2, _mm256_set1_ps(1.0f)));
+  const __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
+  return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// d gelu / dx = s (1 + 2 x du (1 - s)), du = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+TANDEM_AVX512_INLINE __m512 gelu_slope16(__m512 x) {
+  const __m512 s = gelu_sigmoid16(x);
+  const __m512 du = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
+                                  _mm512_fmadd_ps(_mm512_set1_ps(3 * kCubic), _mm512_mul_ps(x, x), _mm512_set1_ps(1.0f)));
+  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), x), _mm512_mul_ps(du, _mm512_sub_ps(_mm512_set1_ps(1.0f), s)));
+  return _mm512_mul_ps(s, _mm512_add_ps(_mm512_set1_ps(1.0f), t));
+}
+
+TANDEM_AVX2_INLINE __m256 gelu_slope8(__m256 x) {
+  const __m256 s = gelu_sigmoid8(x);
+  const __m256 du = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
+                                  _mm256_fmadd_ps(_mm256_set1_ps(3 * kCubic), _mm256_mul_ps(x, x), _mm256_set1_ps(1.0f)));
+  const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), x), _mm256_mul_ps(du, _mm256_sub_ps(_mm256_set1_ps(1.0f), s)));
+  return _mm256_mul_ps(s, _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+}
+
+TANDEM_AVX512_INLINE __mmask16 mask16(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+}
+
+// Lanes below `left` (of 8) set: the maskload/maskstore mask of a range's tail.
+TANDEM_AVX2_INLINE __m256i mask8(int64_t left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : int(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+}  // namespace
+
+TANDEM_AVX512 void gelu_tanh_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask16(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, gelu_sigmoid16(v)));
+  }
+}
+
+TANDEM_AVX512 void gelu_tanh_backward_avx512(const float* x, const float* gy, float* gx, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask16(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    _mm512_mask_storeu_ps(gx + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, gy + i), gelu_slope16(v)));
+  }
+}
+
+TANDEM_AVX2 void gelu_tanh_avx2(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    const __m256 v = _mm256_maskload_ps(x + i, k);
+    _mm256_maskstore_ps(y + i, k, _mm256_mul_ps(v, gelu_sigmoid8(v)));
+  }
+}
+
+TANDEM_AVX2 void gelu_tanh_backward_avx2(const float* x, const float* gy, float* gx, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    const __m256 v = _mm256_maskload_ps(x + i, k);
+    _mm256_maskstore_ps(gx + i, k, _mm256_mul_ps(_mm256_maskload_ps(gy + i, k), gelu_slope8(v)));
+  }
+}
+
+}  // namespace tandem::cpu
+
+#else
+
+#include <stdexcept>
+
+namespace tandem::cpu {
+// Off x86-64 cpu_supports() never reports these ISAs, so nothing calls them.
+void gelu_tanh_avx512(const float*, float*, int64_t) { throw std::logic_error("gelu_tanh_avx512 called off x86-64"); }
+void gelu_tanh_avx2(const float*, float*, int64_t) { throw std::logic_error("gelu_tanh_avx2 called off x86-64"); }
+void gelu_tanh_backward_avx512(const float*, const float*, float*, int64_t) {
+  throw std::logic_error("gelu_tanh_backward_avx512 called off x86-64");
+}
+void gelu_tanh_backward_avx2(const float*, const float*, float*, int64_t) {
+  throw std::logic_error("gelu_tanh_backward_avx2 called off x86-64");
+}
+}  // namespace tandem::cpu
+
+#endif
