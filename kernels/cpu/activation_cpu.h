@@ -4,14 +4,14 @@
 // unfused give the same values. Eigen arrays, vectorized; intermediates of the GELU live on the
 // stack in blocks of kActivationBlock (a whole-run temporary was a heap allocation per call).
 // The float32 GELU runs in AVX-512 or AVX2 registers where active_isa() says so
-// (activation_vector.h), 2-5x faster than Eigen at the library's baseline SSE width.
+// (vector_math.h), 2-5x faster than Eigen at the library's baseline SSE width.
 #pragma once
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/activation_vector.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/gemm/cpu_isa.h"
 
 namespace tandem::cpu {

@@ -4,12 +4,24 @@
 // Backward (xhat = (x - mean) * invstd, M elements per statistic, g = gy * gamma):
 //   gx = invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)),
 //   ggamma = sum(gy * xhat), gbeta = sum(gy).
+#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 
 namespace tandem {
+
+namespace {
+
+// Layer norm runs on the pool from this many elements: a row of GPT's widths is a few hundred
+// floats, so gpt-nano's [768, 128] (98 K elements, below the elementwise kernels' 256 K) is
+// tens of microseconds of serial work per call, 27 calls a step, against a job handed to a
+// polling worker in about a microsecond.
+constexpr int64_t kLayerNormThreadedWork = int64_t(1) << 15;
+// Columns per task of the parameter gradients' column sums.
+constexpr int64_t kLayerNormColumnBlock = 16;
+
+}  // namespace
 
 void CpuBackend::batch_norm_train(const TensorView& x, int64_t outer, int64_t c, int64_t inner,
                                   const TensorView* gamma, const TensorView* beta, double eps, const TensorView& y,
@@ -97,7 +109,7 @@ void CpuBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, con
     T* yp = y.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
     const T* bet = beta ? beta->ptr<T>() : nullptr;
-    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t r) {
+    cpu::parallel_loop(rows, rows * cols >= kLayerNormThreadedWork, [&](int64_t r) {
       const T* in = xp + r * cols;
       double s = 0, v = 0;
       for (int64_t j = 0; j < cols; ++j) s += in[j];
@@ -124,7 +136,7 @@ void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, 
     const T* gp = gy.ptr<T>();
     T* gxp = gx.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
-    cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t r) {
+    cpu::parallel_loop(rows, rows * cols >= kLayerNormThreadedWork, [&](int64_t r) {
       const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
       const T* in = xp + r * cols;
       const T* g = gp + r * cols;
@@ -140,21 +152,26 @@ void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, 
         gxp[r * cols + j] = T(inv / M * (M * gj - sum_g - (in[j] - mean) * inv * sum_gx));
       }
     });
-    // Parameter gradients: column sums over rows, serial in row order (deterministic).
+    // Parameter gradients: column sums over rows in row order, the columns split over the
+    // threads (the same sums whatever the thread count).
     if (ggamma || gbeta) {
-      std::vector<double> sg(size_t(cols), 0.0), sb(size_t(cols), 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
-        for (int64_t j = 0; j < cols; ++j) {
-          const double g = gp[r * cols + j];
-          sg[size_t(j)] += g * (xp[r * cols + j] - mean) * inv;
-          sb[size_t(j)] += g;
+      const int64_t blocks = (cols + kLayerNormColumnBlock - 1) / kLayerNormColumnBlock;
+      cpu::parallel_loop(blocks, rows * cols >= kLayerNormThreadedWork, [&](int64_t b) {
+        const int64_t j0 = b * kLayerNormColumnBlock, j1 = std::min(cols, j0 + kLayerNormColumnBlock);
+        double sg[kLayerNormColumnBlock] = {}, sb[kLayerNormColumnBlock] = {};
+        for (int64_t r = 0; r < rows; ++r) {
+          const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
+          for (int64_t j = j0; j < j1; ++j) {
+            const double g = gp[r * cols + j];
+            sg[j - j0] += g * (xp[r * cols + j] - mean) * inv;
+            sb[j - j0] += g;
+          }
         }
-      }
-      for (int64_t j = 0; j < cols; ++j) {
-        if (ggamma) ggamma->ptr<T>()[j] = T(sg[size_t(j)]);
-        if (gbeta) gbeta->ptr<T>()[j] = T(sb[size_t(j)]);
-      }
+        for (int64_t j = j0; j < j1; ++j) {
+          if (ggamma) ggamma->ptr<T>()[j] = T(sg[j - j0]);
+          if (gbeta) gbeta->ptr<T>()[j] = T(sb[j - j0]);
+        }
+      });
     }
   });
 }

@@ -1,22 +1,52 @@
 // The softmax family on the CPU, rows of length cols: softmax / log_softmax and their backward
-// (each row's max subtracted first; sums in double), and the per-row negative log-likelihood
+// (each row's max subtracted first; sums in double; float32 rows' max, exp and sum in AVX-512 or
+// AVX2 registers where active_isa() says so, kernels/cpu/vector_math.h), and the per-row negative log-likelihood
 // pieces that nll_loss and cross_entropy are built from (tensor/ops/softmax_loss.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace tandem {
+
+namespace {
+
+// One softmax row in registers (vector_math.h) where the ISA has them: the max, then
+// exp(x - max) summed in double, then the scaling.
+bool softmax_row_vector(cpu::CpuIsa isa, const float* in, float* o, int64_t cols, bool log) {
+  if (isa == cpu::CpuIsa::Portable) return false;
+  const bool wide = isa == cpu::CpuIsa::Avx512;
+  float m = wide ? cpu::row_max_avx512(in, cols) : cpu::row_max_avx2(in, cols);
+  if (std::isinf(m) && m < 0) m = 0;  // an all -inf row stays finite where it can
+  const double s = wide ? cpu::exp_shifted_sum_avx512(in, o, cols, m) : cpu::exp_shifted_sum_avx2(in, o, cols, m);
+  if (log) {
+    const float lse = m + float(std::log(s));
+    for (int64_t j = 0; j < cols; ++j) o[j] = in[j] - lse;
+  } else {
+    const float inv = float(1.0 / s);
+    for (int64_t j = 0; j < cols; ++j) o[j] *= inv;
+  }
+  return true;
+}
+
+}  // namespace
 
 void CpuBackend::softmax(const TensorView& x, int64_t rows, int64_t cols, const TensorView& y, bool log) {
   cpu::dispatch_float(x.dtype, "softmax", [&](auto tag_) { using T = TANDEM_TYPE(tag_);
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
+    const cpu::CpuIsa isa = cpu::active_isa();
     cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t i) {
       const T* in = xp + i * cols;
       T* o = yp + i * cols;
+      if constexpr (std::is_same_v<T, float>) {
+        if (cols > 0 && softmax_row_vector(isa, in, o, cols, log)) return;
+      }
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < cols; ++j) m = std::max(m, in[j]);
       if (std::isinf(m) && m < 0) m = 0;  // an all -inf row stays finite where it can
@@ -43,6 +73,7 @@ void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int
     const T* yp = y.ptr<T>();
     const T* gp = gy.ptr<T>();
     T* o = gx.ptr<T>();
+    const cpu::CpuIsa isa = cpu::active_isa();
     cpu::parallel_loop(rows, rows * cols >= cpu::kParallelGrain, [&](int64_t i) {
       const T* yr = yp + i * cols;
       const T* gr = gp + i * cols;
@@ -50,6 +81,10 @@ void CpuBackend::softmax_backward(const TensorView& y, const TensorView& gy, int
       double s = 0;
       if (log) {  // gx = gy - softmax * sum(gy)
         for (int64_t j = 0; j < cols; ++j) s += gr[j];
+        if constexpr (std::is_same_v<T, float>) {
+          if (isa == cpu::CpuIsa::Avx512) return cpu::log_softmax_backward_avx512(yr, gr, orow, cols, float(s));
+          if (isa == cpu::CpuIsa::Avx2) return cpu::log_softmax_backward_avx2(yr, gr, orow, cols, float(s));
+        }
         for (int64_t j = 0; j < cols; ++j) orow[j] = gr[j] - std::exp(yr[j]) * T(s);
       } else {    // gx = y * (gy - sum(gy * y))
         for (int64_t j = 0; j < cols; ++j) s += double(gr[j]) * yr[j];

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm/sgemm_dot.h"
 #include "kernels/cpu/gemm/sgemm_packed.h"
@@ -363,4 +364,69 @@ TEST(CpuIsa, NamesParseAndUnknownOrUnrunnableOnesAreConfigErrors) {
       EXPECT_THROW(parse_isa(isa_name(isa)), ConfigError);
       EXPECT_THROW(set_active_isa(isa), ConfigError);
     }
+}
+
+// The float32 softmax rows and the GELU in registers (kernels/cpu/vector_math.h) on every ISA
+// against float64: row lengths around the 8- and 16-lane widths and a vocabulary-sized row, the
+// backward of log_softmax, and the special values: -inf inputs get exactly 0, a NaN gives NaN,
+// inputs far past the exp's clamp stay finite.
+TEST(CpuVectorMath, SoftmaxRowsAndTheGeluMatchFloat64OnEveryIsa) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    for (int64_t cols : {int64_t(1), int64_t(7), int64_t(8), int64_t(15), int64_t(16), int64_t(17), int64_t(5003)}) {
+      const int64_t rows = 3;
+      std::vector<float> x = random_floats(size_t(rows * cols), 20);
+      for (float& v : x) v *= 12.0f;  // exps across many binades
+      x[0] = -std::numeric_limits<float>::infinity();
+      const std::vector<double> xd(x.begin(), x.end());
+      for (bool log : {false, true}) {
+        std::vector<float> y(x.size());
+        std::vector<double> yd(x.size());
+        cpu_backend().softmax(TensorView{x.data(), DType::Float32, {rows, cols}, {cols, 1}}, rows, cols,
+                              TensorView{y.data(), DType::Float32, {rows, cols}, {cols, 1}}, log);
+        cpu_backend().softmax(TensorView{const_cast<double*>(xd.data()), DType::Float64, {rows, cols}, {cols, 1}},
+                              rows, cols, TensorView{yd.data(), DType::Float64, {rows, cols}, {cols, 1}}, log);
+        for (size_t i = 1; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], yd[i], 2e-6 * (1 + std::abs(yd[i]))) << isa_name(isa) << " cols " << cols << " log " << log << " at " << i;
+        if (cols > 1) {
+          if (log) EXPECT_TRUE(std::isinf(y[0]) && y[0] < 0) << isa_name(isa);
+          else EXPECT_EQ(y[0], 0.0f) << isa_name(isa) << ": exp(-inf) is 0";
+        }
+        if (!log) continue;
+        const std::vector<float> g = random_floats(x.size(), 21);
+        const std::vector<double> gd(g.begin(), g.end());
+        std::vector<float> gx(x.size());
+        std::vector<double> gxd(x.size());
+        cpu_backend().softmax_backward(TensorView{y.data(), DType::Float32, {rows, cols}, {cols, 1}},
+                                       TensorView{const_cast<float*>(g.data()), DType::Float32, {rows, cols}, {cols, 1}},
+                                       rows, cols, TensorView{gx.data(), DType::Float32, {rows, cols}, {cols, 1}}, true);
+        cpu_backend().softmax_backward(TensorView{yd.data(), DType::Float64, {rows, cols}, {cols, 1}},
+                                       TensorView{const_cast<double*>(gd.data()), DType::Float64, {rows, cols}, {cols, 1}},
+                                       rows, cols, TensorView{gxd.data(), DType::Float64, {rows, cols}, {cols, 1}}, true);
+        for (size_t i = 1; i < gx.size(); ++i)
+          ASSERT_NEAR(gx[i], gxd[i], 1e-5 * (1 + std::abs(gxd[i]))) << isa_name(isa) << " backward, cols " << cols << " at " << i;
+      }
+    }
+    std::vector<float> nan_row = {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f}, out(3);
+    cpu_backend().softmax(TensorView{nan_row.data(), DType::Float32, {1, 3}, {3, 1}}, 1, 3,
+                          TensorView{out.data(), DType::Float32, {1, 3}, {3, 1}}, false);
+    for (float v : out) EXPECT_TRUE(std::isnan(v)) << isa_name(isa) << ": a NaN in a row makes the row NaN";
+    // The GELU and its slope past the clamp (|x| = 30), and a NaN.
+    const std::vector<float> xs = {-30.0f, -9.5f, -0.75f, 0.0f, 2.5f, 30.0f};
+    std::vector<float> y(xs.size()), gx(xs.size()), ones(xs.size(), 1.0f);
+    gelu_tanh_run(xs.data(), y.data(), int64_t(xs.size()));
+    gelu_tanh_backward_run(xs.data(), ones.data(), gx.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double v = xs[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v), s = 1 / (1 + std::exp(-2 * u));
+      const double slope = s * (1 + 2 * v * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v) * (1 - s));
+      EXPECT_NEAR(y[i], v * s, 1e-6 * (1 + std::abs(v))) << isa_name(isa) << " gelu(" << v << ")";
+      EXPECT_NEAR(gx[i], slope, 2e-6) << isa_name(isa) << " gelu'(" << v << ")";
+    }
+    float nan = std::numeric_limits<float>::quiet_NaN(), r = 0.0f, one = 1.0f;
+    gelu_tanh_run(&nan, &r, 1);
+    EXPECT_TRUE(std::isnan(r)) << isa_name(isa);
+    gelu_tanh_backward_run(&nan, &one, &r, 1);
+    EXPECT_TRUE(std::isnan(r)) << isa_name(isa);
+  }
 }

@@ -1,4 +1,4 @@
-#include "kernels/cpu/activation_vector.h"
+#include "kernels/cpu/vector_math.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,9 +17,8 @@ constexpr float kCubic = 0.044715f;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 to 16 bits: n * kLn2Hi is exact for |n| <= 128
 constexpr float kLn2Lo = 1.4286068203094172e-06f;
-// exp's argument clamped to [-87, 80]: 2^n stays a normal float, and so does the sigmoid
-// 1 / (1 + exp(80)) = 1.8e-35 (x < -9 reaches the clamp): a denormal sigmoid made the backward of
-// such inputs 4x slower here, for a GELU of -1e-34 instead of -1e-40.
+// exp's argument range: below kExpMin the result is 0, above kExpMax it is exp(kExpMax) (see
+// vector_math.h; a denormal sigmoid made the GELU backward of inputs below -9 4x slower here).
 constexpr float kExpMin = -87.0f, kExpMax = 80.0f;
 // 1 / k! for k = 7 down to 2: Horner's rule from the highest power.
 constexpr float kInvFact[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
@@ -29,16 +28,18 @@ constexpr float kInvFact[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.
 constexpr __mmask16 kAll = 0xFFFF;
 
 TANDEM_AVX512_INLINE __m512 exp16(__m512 a) {
-  a = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, a, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
-  const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(a, _mm512_set1_ps(kLog2e)),
+  const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), zero = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
+  const __m512 c = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, a, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(c, _mm512_set1_ps(kLog2e)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), a);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), c);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
   __m512 p = _mm512_set1_ps(kInvFact[0]);
   for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kInvFact[i]));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(kAll, p, n);
+  const __m512 e = _mm512_maskz_mov_ps(__mmask16(~zero), _mm512_maskz_scalef_ps(kAll, p, n));
+  return _mm512_mask_mov_ps(e, nan, a);
 }
 
 // s = sigmoid(2u) = 1 / (1 + exp(-2u)) of the GELU's u(x).
@@ -51,17 +52,19 @@ TANDEM_AVX512_INLINE __m512 gelu_sigmoid16(__m512 x) {
 }
 
 TANDEM_AVX2_INLINE __m256 exp8(__m256 a) {
-  a = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
+  const __m256 nan = _mm256_cmp_ps(a, a, _CMP_UNORD_Q), keep = _mm256_cmp_ps(a, _mm256_set1_ps(kExpMin), _CMP_NLT_UQ);
+  const __m256 c = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), c);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kInvFact[0]);
   for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kInvFact[i]));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // 2^n: n + 127 in the exponent field (n in [-126, 127] after the clamp).
+  // 2^n: n + 127 in the exponent field (n in [-126, 116] after the clamp).
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  const __m256 e = _mm256_and_ps(keep, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));  // 0 below kExpMin
+  return _mm256_blendv_ps(e, a, nan);
 }
 
 TANDEM_AVX2_INLINE __m256 gelu_sigmoid8(__m256 x) {
@@ -98,6 +101,19 @@ TANDEM_AVX2_INLINE __m256i mask8(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : int(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The sum of 16 floats' lanes into 8 double lanes each (low and high halves): fixed lanes.
+TANDEM_AVX512_INLINE void add_to_double_lanes(__m512 e, __m512d& low, __m512d& high) {
+  const __m256 upper = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(e), 1));
+  const __m256 lower = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(e), 0));
+  low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(0xFF, lower));
+  high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(0xFF, upper));
+}
+
+TANDEM_AVX2_INLINE void add_to_double_lanes(__m256 e, __m256d& low, __m256d& high) {
+  low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+  high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+
 }  // namespace
 
 TANDEM_AVX512 void gelu_tanh_avx512(const float* x, float* y, int64_t n) {
@@ -132,6 +148,83 @@ TANDEM_AVX2 void gelu_tanh_backward_avx2(const float* x, const float* gy, float*
   }
 }
 
+TANDEM_AVX512 double exp_shifted_sum_avx512(const float* in, float* out, int64_t n, float shift) {
+  __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+  const __m512 s = _mm512_set1_ps(shift);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask16(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, in + i), s)));
+    _mm512_mask_storeu_ps(out + i, k, e);
+    add_to_double_lanes(e, low, high);
+  }
+  alignas(64) double lanes[16];
+  _mm512_store_pd(lanes, low);
+  _mm512_store_pd(lanes + 8, high);
+  double sum = 0;
+  for (double v : lanes) sum += v;
+  return sum;
+}
+
+TANDEM_AVX2 double exp_shifted_sum_avx2(const float* in, float* out, int64_t n, float shift) {
+  __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+  const __m256 s = _mm256_set1_ps(shift);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(k), exp8(_mm256_sub_ps(_mm256_maskload_ps(in + i, k), s)));
+    _mm256_maskstore_ps(out + i, k, e);
+    add_to_double_lanes(e, low, high);
+  }
+  alignas(32) double lanes[8];
+  _mm256_store_pd(lanes, low);
+  _mm256_store_pd(lanes + 4, high);
+  double sum = 0;
+  for (double v : lanes) sum += v;
+  return sum;
+}
+
+TANDEM_AVX512 float row_max_avx512(const float* in, int64_t n) {
+  const __m512 lowest = _mm512_set1_ps(-__builtin_inff());
+  __m512 m = lowest;
+  for (int64_t i = 0; i < n; i += 16) m = _mm512_maskz_max_ps(kAll, m, _mm512_mask_loadu_ps(lowest, mask16(n - i), in + i));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float r = lanes[0];
+  for (float v : lanes) r = v > r ? v : r;
+  return r;
+}
+
+TANDEM_AVX2 float row_max_avx2(const float* in, int64_t n) {
+  const __m256 lowest = _mm256_set1_ps(-__builtin_inff());
+  __m256 m = lowest;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    m = _mm256_max_ps(m, _mm256_blendv_ps(lowest, _mm256_maskload_ps(in + i, k), _mm256_castsi256_ps(k)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float r = lanes[0];
+  for (float v : lanes) r = v > r ? v : r;
+  return r;
+}
+
+TANDEM_AVX512 void log_softmax_backward_avx512(const float* y, const float* g, float* out, int64_t n, float sum_g) {
+  const __m512 s = _mm512_set1_ps(sum_g);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask16(n - i);
+    const __m512 p = exp16(_mm512_maskz_loadu_ps(k, y + i));
+    _mm512_mask_storeu_ps(out + i, k, _mm512_fnmadd_ps(p, s, _mm512_maskz_loadu_ps(k, g + i)));
+  }
+}
+
+TANDEM_AVX2 void log_softmax_backward_avx2(const float* y, const float* g, float* out, int64_t n, float sum_g) {
+  const __m256 s = _mm256_set1_ps(sum_g);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    const __m256 p = exp8(_mm256_maskload_ps(y + i, k));
+    _mm256_maskstore_ps(out + i, k, _mm256_fnmadd_ps(p, s, _mm256_maskload_ps(g + i, k)));
+  }
+}
+
 }  // namespace tandem::cpu
 
 #else
@@ -147,6 +240,20 @@ void gelu_tanh_backward_avx512(const float*, const float*, float*, int64_t) {
 }
 void gelu_tanh_backward_avx2(const float*, const float*, float*, int64_t) {
   throw std::logic_error("gelu_tanh_backward_avx2 called off x86-64");
+}
+double exp_shifted_sum_avx512(const float*, float*, int64_t, float) {
+  throw std::logic_error("exp_shifted_sum_avx512 called off x86-64");
+}
+double exp_shifted_sum_avx2(const float*, float*, int64_t, float) {
+  throw std::logic_error("exp_shifted_sum_avx2 called off x86-64");
+}
+float row_max_avx512(const float*, int64_t) { throw std::logic_error("row_max_avx512 called off x86-64"); }
+float row_max_avx2(const float*, int64_t) { throw std::logic_error("row_max_avx2 called off x86-64"); }
+void log_softmax_backward_avx512(const float*, const float*, float*, int64_t, float) {
+  throw std::logic_error("log_softmax_backward_avx512 called off x86-64");
+}
+void log_softmax_backward_avx2(const float*, const float*, float*, int64_t, float) {
+  throw std::logic_error("log_softmax_backward_avx2 called off x86-64");
 }
 }  // namespace tandem::cpu
 
