@@ -7,7 +7,8 @@
 //
 // The tile products run cpu::gemm_serial (kernels/cpu/gemm_serial.h: the packed GEMM for float32)
 // on the operands' rows in place (the D dim has stride 1; rows may have any stride, so q/k/v
-// views of a fused qkv projection are read as they are); exp runs vectorized over whole tile rows. kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
+// views of a fused qkv projection are read as they are); exp runs vectorized over whole tile rows
+// (float32: in AVX-512 or AVX2 registers, vector_math.h). kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
 // tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
 //
 // Threads: the forward hands (batch, head, query tile) items to the thread pool
@@ -18,12 +19,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/philox.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm/cpu_isa.h"
 #include "kernels/cpu/gemm_serial.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace tandem {
 
@@ -96,6 +99,20 @@ void dropout_tile(const Geometry& g, const AttentionParams& p, int64_t bh, int64
 }
 
 // Per-thread tiles, kept by each thread between calls (resized when D changes; delta only grows).
+// row[0, n) = exp(row - shift) in place; returns their sum. Float32 in AVX-512 or AVX2 registers
+// where active_isa() says so (kernels/cpu/vector_math.h), else Eigen's exp at the baseline width.
+template <typename T>
+T exp_shifted_row(T* row, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    const cpu::CpuIsa isa = cpu::active_isa();
+    if (isa == cpu::CpuIsa::Avx512) return T(cpu::exp_shifted_sum_avx512(row, row, n, shift));
+    if (isa == cpu::CpuIsa::Avx2) return T(cpu::exp_shifted_sum_avx2(row, row, n, shift));
+  }
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(row, n);
+  r = (r - shift).exp();
+  return r.sum();
+}
+
 template <typename T>
 struct Workspace {
   RowMat<T> scores, factors, grad_scores, acc_a, acc_b;
@@ -143,9 +160,8 @@ void forward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, const
       const T tile_max = seen > 0 ? S.row(r).head(seen).maxCoeff() : -std::numeric_limits<T>::infinity();
       const T m_new = std::max(m(r), tile_max);
       const T rescale = std::exp(m(r) - m_new);
-      S.row(r).head(seen) = (S.row(r).head(seen).array() - m_new).exp().matrix();
+      l(r) = l(r) * rescale + exp_shifted_row(&S(r, 0), seen, m_new);
       S.row(r).tail(cols - seen).setZero();
-      l(r) = l(r) * rescale + S.row(r).head(seen).sum();
       O.row(r) *= rescale;
       m(r) = m_new;
     }
@@ -195,7 +211,7 @@ void backward_tile(const Geometry& g, const AttentionParams& p, int64_t bh, cons
   cpu::gemm_serial(false, true, rows, cols, D, T(p.scale), Q, ldq, K, ldk, T(0), P.data(), kTile);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t seen = std::clamp<int64_t>(g.visible(i0 + r) - j0, 0, cols);
-    P.row(r).head(seen) = (P.row(r).head(seen).array() - hg.lse[i0 + r]).exp().matrix();
+    exp_shifted_row(&P(r, 0), seen, hg.lse[i0 + r]);
     P.row(r).tail(cols - seen).setZero();
   }
   auto dP = w.grad_scores.topLeftCorner(rows, cols);
