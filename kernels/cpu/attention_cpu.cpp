@@ -8,8 +8,8 @@
 // The tile products run cpu::gemm_serial (kernels/cpu/gemm_serial.h: the packed GEMM for float32)
 // on the operands' rows in place (the D dim has stride 1; rows may have any stride, so q/k/v
 // views of a fused qkv projection are read as they are); exp runs vectorized over whole tile rows
-// (float32: in AVX-512 or AVX2 registers, vector_math.h). kTile = 64: a 64 x 64 score tile and the 64 x D q, k, v, o
-// tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
+// (float32: in AVX-512 or AVX2 registers, vector_math.h). kTile = 64: a 64 x 64 score tile and
+// the 64 x D q, k, v, o tiles (D <= 128) stay within L2 (float: 16 KB per 64 x 64 tile).
 //
 // Threads: the forward hands (batch, head, query tile) items to the thread pool
 // (kernels/cpu/thread_pool.h), the backward (batch, head) pairs (a head's dQ is accumulated over

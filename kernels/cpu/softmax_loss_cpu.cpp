@@ -1,7 +1,8 @@
 // The softmax family on the CPU, rows of length cols: softmax / log_softmax and their backward
-// (each row's max subtracted first; sums in double; float32 rows' max, exp and sum in AVX-512 or
-// AVX2 registers where active_isa() says so, kernels/cpu/vector_math.h), and the per-row negative log-likelihood
-// pieces that nll_loss and cross_entropy are built from (tensor/ops/softmax_loss.cpp).
+// (each row's max subtracted first; sums in double; float32 rows' max, exp and sum in AVX-512
+// or AVX2 registers where active_isa() says so, kernels/cpu/vector_math.h), and the per-row
+// negative log-likelihood pieces that nll_loss and cross_entropy are built from
+// (tensor/ops/softmax_loss.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -28,8 +28,10 @@ constexpr float kInvFact[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.
 constexpr __mmask16 kAll = 0xFFFF;
 
 TANDEM_AVX512_INLINE __m512 exp16(__m512 a) {
-  const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), zero = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
-  const __m512 c = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, a, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+  const __mmask16 zero = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
+  const __m512 lo = _mm512_set1_ps(kExpMin), hi = _mm512_set1_ps(kExpMax);
+  const __m512 c = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, a, lo), hi);
   const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(c, _mm512_set1_ps(kLog2e)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), c);
@@ -54,7 +56,8 @@ TANDEM_AVX512_INLINE __m512 gelu_sigmoid16(__m512 x) {
 TANDEM_AVX2_INLINE __m256 exp8(__m256 a) {
   const __m256 nan = _mm256_cmp_ps(a, a, _CMP_UNORD_Q), keep = _mm256_cmp_ps(a, _mm256_set1_ps(kExpMin), _CMP_NLT_UQ);
   const __m256 c = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), c);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kInvFact[0]);
@@ -78,17 +81,19 @@ TANDEM_AVX2_INLINE __m256 gelu_sigmoid8(__m256 x) {
 // d gelu / dx = s (1 + 2 x du (1 - s)), du = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 TANDEM_AVX512_INLINE __m512 gelu_slope16(__m512 x) {
   const __m512 s = gelu_sigmoid16(x);
+  const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 du = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
-                                  _mm512_fmadd_ps(_mm512_set1_ps(3 * kCubic), _mm512_mul_ps(x, x), _mm512_set1_ps(1.0f)));
-  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), x), _mm512_mul_ps(du, _mm512_sub_ps(_mm512_set1_ps(1.0f), s)));
+                                  _mm512_fmadd_ps(_mm512_set1_ps(3 * kCubic), _mm512_mul_ps(x, x), one));
+  const __m512 t = _mm512_mul_ps(_mm512_add_ps(x, x), _mm512_mul_ps(du, _mm512_sub_ps(one, s)));
   return _mm512_mul_ps(s, _mm512_add_ps(_mm512_set1_ps(1.0f), t));
 }
 
 TANDEM_AVX2_INLINE __m256 gelu_slope8(__m256 x) {
   const __m256 s = gelu_sigmoid8(x);
+  const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 du = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
-                                  _mm256_fmadd_ps(_mm256_set1_ps(3 * kCubic), _mm256_mul_ps(x, x), _mm256_set1_ps(1.0f)));
-  const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), x), _mm256_mul_ps(du, _mm256_sub_ps(_mm256_set1_ps(1.0f), s)));
+                                  _mm256_fmadd_ps(_mm256_set1_ps(3 * kCubic), _mm256_mul_ps(x, x), one));
+  const __m256 t = _mm256_mul_ps(_mm256_add_ps(x, x), _mm256_mul_ps(du, _mm256_sub_ps(one, s)));
   return _mm256_mul_ps(s, _mm256_add_ps(_mm256_set1_ps(1.0f), t));
 }
 
@@ -185,7 +190,8 @@ TANDEM_AVX2 double exp_shifted_sum_avx2(const float* in, float* out, int64_t n, 
 TANDEM_AVX512 float row_max_avx512(const float* in, int64_t n) {
   const __m512 lowest = _mm512_set1_ps(-__builtin_inff());
   __m512 m = lowest;
-  for (int64_t i = 0; i < n; i += 16) m = _mm512_maskz_max_ps(kAll, m, _mm512_mask_loadu_ps(lowest, mask16(n - i), in + i));
+  for (int64_t i = 0; i < n; i += 16)
+    m = _mm512_maskz_max_ps(kAll, m, _mm512_mask_loadu_ps(lowest, mask16(n - i), in + i));
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, m);
   float r = lanes[0];

@@ -85,7 +85,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const s
   y = y.view(out_shape);
   bool gx = ops::wants_grad(x), gw = ops::wants_grad(weight), gb = ops::wants_grad(bias);
   Shape x_shape = x.shape();
-  autograd::record(node_name(act), y, {x, weight, bias}, [xd, wd, x_shape, gx, gw, gb, act, y_saved, pre](const Tensor& g) {
+  auto backward = [xd, wd, x_shape, gx, gw, gb, act, y_saved, pre](const Tensor& g) {
     Tensor g2 = g.detach().reshape({-1, wd.size(0)}).contiguous();
     const int64_t rows = g2.size(0), out_f = wd.size(0), in_f = wd.size(1);
     Backend& be = backend_of(g2);
@@ -118,7 +118,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const s
       db = sum(dz, {0});
     }
     return std::vector<Tensor>{dx, dw, db};
-  });
+  };
+  autograd::record(node_name(act), y, {x, weight, bias}, backward);
   return y;
 }
 
