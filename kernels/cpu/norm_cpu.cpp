@@ -1,13 +1,18 @@
 // Batch norm over x viewed as [outer, C, inner] (statistics per channel over outer*inner
 // elements) and layer norm over rows of x viewed as [rows, cols]. Statistics accumulate in
 // double; variance is the biased one (divide by the count), as both PyTorch ops normalize.
+// Float32 layer-norm rows run in AVX-512 or AVX2 registers (double lanes) where active_isa()
+// says so (kernels/cpu/vector_math.h); the parameter gradients' column sums stay scalar.
 // Backward (xhat = (x - mean) * invstd, M elements per statistic, g = gy * gamma):
 //   gx = invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)),
 //   ggamma = sum(gy * xhat), gbeta = sum(gy).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm/cpu_isa.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace tandem {
 
@@ -109,8 +114,21 @@ void CpuBackend::layer_norm(const TensorView& x, int64_t rows, int64_t cols, con
     T* yp = y.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
     const T* bet = beta ? beta->ptr<T>() : nullptr;
+    const cpu::CpuIsa isa = cpu::active_isa();
     cpu::parallel_loop(rows, rows * cols >= kLayerNormThreadedWork, [&](int64_t r) {
       const T* in = xp + r * cols;
+      if constexpr (std::is_same_v<T, float>) {
+        if (cols > 0 && isa != cpu::CpuIsa::Portable) {  // the row in registers (vector_math.h)
+          const bool wide = isa == cpu::CpuIsa::Avx512;
+          double mean = 0, inv = 0;
+          (wide ? cpu::layer_norm_stats_avx512 : cpu::layer_norm_stats_avx2)(in, cols, eps, &mean, &inv);
+          save_mean.ptr<T>()[r] = T(mean);
+          save_invstd.ptr<T>()[r] = T(inv);
+          (wide ? cpu::layer_norm_apply_avx512 : cpu::layer_norm_apply_avx2)(in, yp + r * cols, cols, mean, inv, gam,
+                                                                              bet);
+          return;
+        }
+      }
       double s = 0, v = 0;
       for (int64_t j = 0; j < cols; ++j) s += in[j];
       const double mean = s / double(cols);
@@ -136,10 +154,18 @@ void CpuBackend::layer_norm_backward(const TensorView& x, const TensorView& gy, 
     const T* gp = gy.ptr<T>();
     T* gxp = gx.ptr<T>();
     const T* gam = gamma ? gamma->ptr<T>() : nullptr;
+    const cpu::CpuIsa isa = cpu::active_isa();
     cpu::parallel_loop(rows, rows * cols >= kLayerNormThreadedWork, [&](int64_t r) {
       const double mean = save_mean.ptr<T>()[r], inv = save_invstd.ptr<T>()[r];
       const T* in = xp + r * cols;
       const T* g = gp + r * cols;
+      if constexpr (std::is_same_v<T, float>) {
+        if (cols > 0 && isa != cpu::CpuIsa::Portable) {
+          (isa == cpu::CpuIsa::Avx512 ? cpu::layer_norm_backward_row_avx512 : cpu::layer_norm_backward_row_avx2)(
+              in, g, gam, gxp + r * cols, cols, mean, inv);
+          return;
+        }
+      }
       double sum_g = 0, sum_gx = 0;
       for (int64_t j = 0; j < cols; ++j) {
         const double gj = g[j] * (gam ? gam[j] : T(1));

@@ -3,6 +3,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cmath>
+
 #define TANDEM_AVX512 __attribute__((target("avx512f")))
 #define TANDEM_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 #define TANDEM_AVX2 __attribute__((target("avx2,fma")))
@@ -119,6 +121,78 @@ TANDEM_AVX2_INLINE void add_to_double_lanes(__m256 e, __m256d& low, __m256d& hig
   high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 }
 
+
+// Layer norm rows: the 16 floats at p (lanes from `left` on zero) as two vectors of 8 doubles,
+// and back; lane masks of 8-double halves.
+TANDEM_AVX512_INLINE void load16_pd(const float* p, int64_t left, __m512d& lo, __m512d& hi) {
+  const __m512d v = _mm512_castps_pd(_mm512_maskz_loadu_ps(mask16(left), p));
+  lo = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 0)));
+  hi = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+}
+
+TANDEM_AVX512_INLINE __m512 to_ps16(__m512d lo, __m512d hi) {
+  const __m256 a = _mm512_maskz_cvtpd_ps(0xFF, lo), b = _mm512_maskz_cvtpd_ps(0xFF, hi);
+  const __m512d low = _mm512_maskz_insertf64x4(0xFF, _mm512_setzero_pd(), _mm256_castps_pd(a), 0);
+  return _mm512_castpd_ps(_mm512_maskz_insertf64x4(0xFF, low, _mm256_castps_pd(b), 1));
+}
+
+TANDEM_AVX512_INLINE __mmask8 mask8d(int64_t left) {
+  return left >= 8 ? __mmask8(0xFF) : left <= 0 ? __mmask8(0) : __mmask8((1u << left) - 1);
+}
+
+TANDEM_AVX2_INLINE void load8_pd(const float* p, int64_t left, __m256d& lo, __m256d& hi) {
+  const __m256 v = _mm256_maskload_ps(p, mask8(left));
+  lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+}
+
+TANDEM_AVX2_INLINE __m256 to_ps8(__m256d lo, __m256d hi) {
+  return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
+// All-ones in the lanes (of 4 doubles, the first numbered `first`) below `left`.
+TANDEM_AVX2_INLINE __m256d lanes_below(int64_t left, double first) {
+  return _mm256_cmp_pd(_mm256_add_pd(_mm256_set1_pd(first), _mm256_setr_pd(0, 1, 2, 3)),
+                       _mm256_set1_pd(double(left)), _CMP_LT_OQ);
+}
+
+// gy * gamma rounded to float as the scalar loop rounds it, then as double lanes.
+TANDEM_AVX512_INLINE void scaled_g16(const float* gy, const float* gamma, int64_t n, int64_t i, __m512d& lo,
+                                     __m512d& hi) {
+  __m512 g = _mm512_maskz_loadu_ps(mask16(n - i), gy + i);
+  if (gamma) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(mask16(n - i), gamma + i));
+  const __m512d v = _mm512_castps_pd(g);
+  lo = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 0)));
+  hi = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+}
+
+TANDEM_AVX2_INLINE void scaled_g8(const float* gy, const float* gamma, int64_t n, int64_t i, __m256d& lo,
+                                  __m256d& hi) {
+  __m256 g = _mm256_maskload_ps(gy + i, mask8(n - i));
+  if (gamma) g = _mm256_mul_ps(g, _mm256_maskload_ps(gamma + i, mask8(n - i)));
+  lo = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+}
+
+// Lane sums added in lane order.
+TANDEM_AVX512_INLINE double ordered_sum(__m512d a, __m512d b) {
+  alignas(64) double lanes[16];
+  _mm512_store_pd(lanes, a);
+  _mm512_store_pd(lanes + 8, b);
+  double s = 0;
+  for (double v : lanes) s += v;
+  return s;
+}
+
+TANDEM_AVX2_INLINE double ordered_sum(__m256d a, __m256d b) {
+  alignas(32) double lanes[8];
+  _mm256_store_pd(lanes, a);
+  _mm256_store_pd(lanes + 4, b);
+  double s = 0;
+  for (double v : lanes) s += v;
+  return s;
+}
+
 }  // namespace
 
 TANDEM_AVX512 void gelu_tanh_avx512(const float* x, float* y, int64_t n) {
@@ -231,6 +305,129 @@ TANDEM_AVX2 void log_softmax_backward_avx2(const float* y, const float* g, float
   }
 }
 
+TANDEM_AVX512 void layer_norm_stats_avx512(const float* x, int64_t n, double eps, double* mean, double* invstd) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(), a, b;
+  for (int64_t i = 0; i < n; i += 16) {
+    load16_pd(x + i, n - i, a, b);
+    s0 = _mm512_add_pd(s0, a);
+    s1 = _mm512_add_pd(s1, b);
+  }
+  const double m = ordered_sum(s0, s1) / double(n);
+  const __m512d mv = _mm512_set1_pd(m);
+  __m512d v0 = _mm512_setzero_pd(), v1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    load16_pd(x + i, n - i, a, b);
+    const __m512d d0 = _mm512_maskz_sub_pd(mask8d(n - i), a, mv), d1 = _mm512_maskz_sub_pd(mask8d(n - i - 8), b, mv);
+    v0 = _mm512_fmadd_pd(d0, d0, v0);
+    v1 = _mm512_fmadd_pd(d1, d1, v1);
+  }
+  *mean = m;
+  *invstd = 1.0 / std::sqrt(ordered_sum(v0, v1) / double(n) + eps);
+}
+
+TANDEM_AVX512 void layer_norm_apply_avx512(const float* x, float* y, int64_t n, double mean, double invstd,
+                                           const float* gamma, const float* beta) {
+  const __m512d mv = _mm512_set1_pd(mean), iv = _mm512_set1_pd(invstd);
+  __m512d a, b;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask16(n - i);
+    load16_pd(x + i, n - i, a, b);
+    __m512 h = to_ps16(_mm512_mul_pd(_mm512_sub_pd(a, mv), iv), _mm512_mul_pd(_mm512_sub_pd(b, mv), iv));
+    if (gamma) h = _mm512_mul_ps(h, _mm512_maskz_loadu_ps(k, gamma + i));
+    if (beta) h = _mm512_add_ps(h, _mm512_maskz_loadu_ps(k, beta + i));
+    _mm512_mask_storeu_ps(y + i, k, h);
+  }
+}
+
+TANDEM_AVX512 void layer_norm_backward_row_avx512(const float* x, const float* gy, const float* gamma, float* gx,
+                                                  int64_t n, double mean, double invstd) {
+  const __m512d mv = _mm512_set1_pd(mean), iv = _mm512_set1_pd(invstd);
+  __m512d sg0 = _mm512_setzero_pd(), sg1 = _mm512_setzero_pd(), sx0 = _mm512_setzero_pd(), sx1 = _mm512_setzero_pd();
+  __m512d a, b, g0, g1;
+  for (int64_t i = 0; i < n; i += 16) {
+    load16_pd(x + i, n - i, a, b);
+    scaled_g16(gy, gamma, n, i, g0, g1);
+    sg0 = _mm512_add_pd(sg0, g0);
+    sg1 = _mm512_add_pd(sg1, g1);
+    sx0 = _mm512_fmadd_pd(g0, _mm512_mul_pd(_mm512_sub_pd(a, mv), iv), sx0);
+    sx1 = _mm512_fmadd_pd(g1, _mm512_mul_pd(_mm512_sub_pd(b, mv), iv), sx1);
+  }
+  const double M = double(n);
+  const __m512d sum_g = _mm512_set1_pd(ordered_sum(sg0, sg1)), sum_gx = _mm512_set1_pd(ordered_sum(sx0, sx1));
+  const __m512d scale = _mm512_set1_pd(invstd / M), mm = _mm512_set1_pd(M);
+  for (int64_t i = 0; i < n; i += 16) {
+    load16_pd(x + i, n - i, a, b);
+    scaled_g16(gy, gamma, n, i, g0, g1);
+    const __m512d r0 = _mm512_sub_pd(_mm512_sub_pd(_mm512_mul_pd(mm, g0), sum_g),
+                                     _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(a, mv), iv), sum_gx));
+    const __m512d r1 = _mm512_sub_pd(_mm512_sub_pd(_mm512_mul_pd(mm, g1), sum_g),
+                                     _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(b, mv), iv), sum_gx));
+    _mm512_mask_storeu_ps(gx + i, mask16(n - i), to_ps16(_mm512_mul_pd(scale, r0), _mm512_mul_pd(scale, r1)));
+  }
+}
+
+TANDEM_AVX2 void layer_norm_stats_avx2(const float* x, int64_t n, double eps, double* mean, double* invstd) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), a, b;
+  for (int64_t i = 0; i < n; i += 8) {
+    load8_pd(x + i, n - i, a, b);
+    s0 = _mm256_add_pd(s0, a);
+    s1 = _mm256_add_pd(s1, b);
+  }
+  const double m = ordered_sum(s0, s1) / double(n);
+  const __m256d mv = _mm256_set1_pd(m);
+  __m256d v0 = _mm256_setzero_pd(), v1 = _mm256_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    load8_pd(x + i, n - i, a, b);
+    const __m256d d0 = _mm256_and_pd(lanes_below(n - i, 0), _mm256_sub_pd(a, mv));
+    const __m256d d1 = _mm256_and_pd(lanes_below(n - i, 4), _mm256_sub_pd(b, mv));
+    v0 = _mm256_fmadd_pd(d0, d0, v0);
+    v1 = _mm256_fmadd_pd(d1, d1, v1);
+  }
+  *mean = m;
+  *invstd = 1.0 / std::sqrt(ordered_sum(v0, v1) / double(n) + eps);
+}
+
+TANDEM_AVX2 void layer_norm_apply_avx2(const float* x, float* y, int64_t n, double mean, double invstd,
+                                       const float* gamma, const float* beta) {
+  const __m256d mv = _mm256_set1_pd(mean), iv = _mm256_set1_pd(invstd);
+  __m256d a, b;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = mask8(n - i);
+    load8_pd(x + i, n - i, a, b);
+    __m256 h = to_ps8(_mm256_mul_pd(_mm256_sub_pd(a, mv), iv), _mm256_mul_pd(_mm256_sub_pd(b, mv), iv));
+    if (gamma) h = _mm256_mul_ps(h, _mm256_maskload_ps(gamma + i, k));
+    if (beta) h = _mm256_add_ps(h, _mm256_maskload_ps(beta + i, k));
+    _mm256_maskstore_ps(y + i, k, h);
+  }
+}
+
+TANDEM_AVX2 void layer_norm_backward_row_avx2(const float* x, const float* gy, const float* gamma, float* gx,
+                                              int64_t n, double mean, double invstd) {
+  const __m256d mv = _mm256_set1_pd(mean), iv = _mm256_set1_pd(invstd);
+  __m256d sg0 = _mm256_setzero_pd(), sg1 = _mm256_setzero_pd(), sx0 = _mm256_setzero_pd(), sx1 = _mm256_setzero_pd();
+  __m256d a, b, g0, g1;
+  for (int64_t i = 0; i < n; i += 8) {
+    load8_pd(x + i, n - i, a, b);
+    scaled_g8(gy, gamma, n, i, g0, g1);
+    sg0 = _mm256_add_pd(sg0, g0);
+    sg1 = _mm256_add_pd(sg1, g1);
+    sx0 = _mm256_fmadd_pd(g0, _mm256_mul_pd(_mm256_sub_pd(a, mv), iv), sx0);
+    sx1 = _mm256_fmadd_pd(g1, _mm256_mul_pd(_mm256_sub_pd(b, mv), iv), sx1);
+  }
+  const double M = double(n);
+  const __m256d sum_g = _mm256_set1_pd(ordered_sum(sg0, sg1)), sum_gx = _mm256_set1_pd(ordered_sum(sx0, sx1));
+  const __m256d scale = _mm256_set1_pd(invstd / M), mm = _mm256_set1_pd(M);
+  for (int64_t i = 0; i < n; i += 8) {
+    load8_pd(x + i, n - i, a, b);
+    scaled_g8(gy, gamma, n, i, g0, g1);
+    const __m256d r0 = _mm256_sub_pd(_mm256_sub_pd(_mm256_mul_pd(mm, g0), sum_g),
+                                     _mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(a, mv), iv), sum_gx));
+    const __m256d r1 = _mm256_sub_pd(_mm256_sub_pd(_mm256_mul_pd(mm, g1), sum_g),
+                                     _mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(b, mv), iv), sum_gx));
+    _mm256_maskstore_ps(gx + i, mask8(n - i), to_ps8(_mm256_mul_pd(scale, r0), _mm256_mul_pd(scale, r1)));
+  }
+}
+
 }  // namespace tandem::cpu
 
 #else
@@ -260,6 +457,24 @@ void log_softmax_backward_avx512(const float*, const float*, float*, int64_t, fl
 }
 void log_softmax_backward_avx2(const float*, const float*, float*, int64_t, float) {
   throw std::logic_error("log_softmax_backward_avx2 called off x86-64");
+}
+void layer_norm_stats_avx512(const float*, int64_t, double, double*, double*) {
+  throw std::logic_error("layer_norm_stats_avx512 called off x86-64");
+}
+void layer_norm_stats_avx2(const float*, int64_t, double, double*, double*) {
+  throw std::logic_error("layer_norm_stats_avx2 called off x86-64");
+}
+void layer_norm_apply_avx512(const float*, float*, int64_t, double, double, const float*, const float*) {
+  throw std::logic_error("layer_norm_apply_avx512 called off x86-64");
+}
+void layer_norm_apply_avx2(const float*, float*, int64_t, double, double, const float*, const float*) {
+  throw std::logic_error("layer_norm_apply_avx2 called off x86-64");
+}
+void layer_norm_backward_row_avx512(const float*, const float*, const float*, float*, int64_t, double, double) {
+  throw std::logic_error("layer_norm_backward_row_avx512 called off x86-64");
+}
+void layer_norm_backward_row_avx2(const float*, const float*, const float*, float*, int64_t, double, double) {
+  throw std::logic_error("layer_norm_backward_row_avx2 called off x86-64");
 }
 }  // namespace tandem::cpu
 

@@ -1,9 +1,10 @@
 // Float32 math the library runs in AVX-512 (16 lanes) or AVX2 + FMA (8 lanes) registers where
-// active_isa() says so: the tanh GELU of kernels/cpu/activation_cpu.h and the softmax rows of
-// kernels/cpu/softmax_loss_cpu.cpp. The library is compiled for a baseline x86-64 (SSE4.2),
-// where Eigen's vectorized tanh and exp run 4 lanes wide and std::exp one element at a time:
-// gelu_tanh_backward took 324 us for 196,608 floats on one core here, 65 us when the same Eigen
-// code is compiled for AVX-512 (a standalone loop, 2026-11-28). Eigen cannot be compiled per
+// active_isa() says so: the tanh GELU of kernels/cpu/activation_cpu.h, the softmax rows of
+// kernels/cpu/softmax_loss_cpu.cpp and the layer-norm rows of kernels/cpu/norm_cpu.cpp. The
+// library is compiled for a baseline x86-64 (SSE4.2), where Eigen's vectorized tanh and exp run
+// 4 lanes wide and std::exp and the scalar loops one element at a time: gelu_tanh_backward took
+// 324 us for 196,608 floats on one core here, 65 us when the same Eigen code is compiled for
+// AVX-512 (a standalone loop, 2026-11-28). Eigen cannot be compiled per
 // function (its packet type is chosen by the translation unit's flags, and an inline Eigen
 // function compiled for AVX-512 in one file may be the copy the linker keeps for all), so these
 // use intrinsics under target attributes, with their own exp:
@@ -37,5 +38,20 @@ float row_max_avx2(const float* in, int64_t n);
 // out = g - exp(y) * sum_g: log_softmax's backward for one row (y its output).
 void log_softmax_backward_avx512(const float* y, const float* g, float* out, int64_t n, float sum_g);
 void log_softmax_backward_avx2(const float* y, const float* g, float* out, int64_t n, float sum_g);
+
+// One layer-norm row of n >= 1 floats, statistics in double lanes (added in lane order):
+// mean and 1 / sqrt(biased variance + eps) (two passes, as norm_cpu.cpp's scalar loop);
+// y = float((x - mean) * invstd) * gamma + beta (gamma, beta may be null);
+// gx = invstd / n * (n g - sum(g) - xhat sum(g xhat)) with g = gy * gamma rounded to float.
+void layer_norm_stats_avx512(const float* x, int64_t n, double eps, double* mean, double* invstd);
+void layer_norm_stats_avx2(const float* x, int64_t n, double eps, double* mean, double* invstd);
+void layer_norm_apply_avx512(const float* x, float* y, int64_t n, double mean, double invstd, const float* gamma,
+                             const float* beta);
+void layer_norm_apply_avx2(const float* x, float* y, int64_t n, double mean, double invstd, const float* gamma,
+                           const float* beta);
+void layer_norm_backward_row_avx512(const float* x, const float* gy, const float* gamma, float* gx, int64_t n,
+                                    double mean, double invstd);
+void layer_norm_backward_row_avx2(const float* x, const float* gy, const float* gamma, float* gx, int64_t n,
+                                  double mean, double invstd);
 
 }  // namespace tandem::cpu

@@ -430,3 +430,54 @@ TEST(CpuVectorMath, SoftmaxRowsAndTheGeluMatchFloat64OnEveryIsa) {
     EXPECT_TRUE(std::isnan(r)) << isa_name(isa);
   }
 }
+
+// Float32 layer-norm rows in registers (vector_math.h: statistics in double lanes) on every ISA
+// against float64: row lengths around the 8- and 16-lane widths, with and without gamma and beta,
+// forward (output, mean, invstd) and backward (gx).
+TEST(CpuVectorMath, LayerNormRowsMatchFloat64OnEveryIsa) {
+  IsaGuard guard;
+  for (CpuIsa isa : isas_to_test()) {
+    set_active_isa(isa);
+    for (int64_t cols : {int64_t(1), int64_t(7), int64_t(8), int64_t(9), int64_t(16), int64_t(17), int64_t(128),
+                         int64_t(771)}) {
+      for (bool affine : {false, true}) {
+        const int64_t rows = 5;
+        std::vector<float> x = random_floats(size_t(rows * cols), 30), gy = random_floats(x.size(), 31);
+        for (float& v : x) v = 3.0f + 2.0f * v;  // a mean away from 0
+        const std::vector<float> gamma = random_floats(size_t(cols), 32), beta = random_floats(size_t(cols), 33);
+        const std::vector<double> xd(x.begin(), x.end()), gyd(gy.begin(), gy.end()),
+            gammad(gamma.begin(), gamma.end()), betad(beta.begin(), beta.end());
+        std::vector<float> y(x.size()), mean(static_cast<size_t>(rows)), inv(static_cast<size_t>(rows)), gx(x.size());
+        std::vector<double> yd(x.size()), meand(static_cast<size_t>(rows)), invd(static_cast<size_t>(rows)), gxd(x.size());
+        const auto view = [](auto* p, Shape shape) {
+          using T = std::remove_const_t<std::remove_pointer_t<decltype(p)>>;
+          Shape strides(shape.size(), 1);
+          if (shape.size() == 2) strides[0] = shape[1];
+          return TensorView{const_cast<T*>(p), std::is_same_v<T, float> ? DType::Float32 : DType::Float64, shape, strides};
+        };
+        const TensorView g32 = view(gamma.data(), {cols}), b32 = view(beta.data(), {cols});
+        const TensorView g64 = view(gammad.data(), {cols}), b64 = view(betad.data(), {cols});
+        cpu_backend().layer_norm(view(x.data(), {rows, cols}), rows, cols, affine ? &g32 : nullptr,
+                                 affine ? &b32 : nullptr, 1e-5, view(y.data(), {rows, cols}), view(mean.data(), {rows}),
+                                 view(inv.data(), {rows}));
+        cpu_backend().layer_norm(view(xd.data(), {rows, cols}), rows, cols, affine ? &g64 : nullptr,
+                                 affine ? &b64 : nullptr, 1e-5, view(yd.data(), {rows, cols}), view(meand.data(), {rows}),
+                                 view(invd.data(), {rows}));
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], yd[i], 2e-6 * (1 + std::abs(yd[i]))) << isa_name(isa) << " cols " << cols << " at " << i;
+        for (size_t r = 0; r < mean.size(); ++r) {
+          ASSERT_NEAR(mean[r], meand[r], 1e-6 * (1 + std::abs(meand[r]))) << isa_name(isa) << " mean " << r;
+          ASSERT_NEAR(inv[r], invd[r], 1e-6 * invd[r]) << isa_name(isa) << " invstd " << r;
+        }
+        cpu_backend().layer_norm_backward(view(x.data(), {rows, cols}), view(gy.data(), {rows, cols}), rows, cols,
+                                          view(mean.data(), {rows}), view(inv.data(), {rows}), affine ? &g32 : nullptr,
+                                          view(gx.data(), {rows, cols}), nullptr, nullptr);
+        cpu_backend().layer_norm_backward(view(xd.data(), {rows, cols}), view(gyd.data(), {rows, cols}), rows, cols,
+                                          view(meand.data(), {rows}), view(invd.data(), {rows}),
+                                          affine ? &g64 : nullptr, view(gxd.data(), {rows, cols}), nullptr, nullptr);
+        for (size_t i = 0; i < gx.size(); ++i)
+          ASSERT_NEAR(gx[i], gxd[i], 2e-5 * (1 + std::abs(gxd[i]))) << isa_name(isa) << " gx, cols " << cols << " at " << i;
+      }
+    }
+  }
+}
