@@ -22,18 +22,17 @@ namespace {
 
 // The fused activation of one linear_forward: applied to each finished block of the GEMM's
 // output (the affine map), written in place (ReLU) or into y beside it (the GELU, which keeps
-// its input for the backward).
+// its input for the backward). y has the GEMM output's shape and row stride.
 struct ActivationEpilogue {
   LinearActivation act;
   float* y;  // [rows, out]; may be the GEMM's output itself
-  int64_t ldy;
 };
 
 void run_activation(const void* context, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
   const auto& e = *static_cast<const ActivationEpilogue*>(context);
   for (int64_t i = 0; i < rows; ++i) {
     const float* z = c + i * ldc;
-    float* y = e.y + (i0 + i) * e.ldy + j0;
+    float* y = e.y + (i0 + i) * ldc + j0;
     if (e.act == LinearActivation::Relu) cpu::relu_run(z, y, cols);
     else cpu::gelu_tanh_run(z, y, cols);
   }
@@ -49,7 +48,7 @@ void CpuBackend::linear_forward(const TensorView& x, const TensorView& w, const 
   }
   const int64_t rows = x.shape[0], in_f = x.shape[1], out_f = w.shape[0];
   float* affine = (pre ? *pre : y).ptr<float>();
-  const ActivationEpilogue activation{act, y.ptr<float>(), out_f};
+  const ActivationEpilogue activation{act, y.ptr<float>()};
   const cpu::SgemmEpilogue epilogue{run_activation, &activation};
   cpu::sgemm(false, true, rows, out_f, in_f, 1.0f, x.ptr<float>(), in_f, w.ptr<float>(), in_f, 0.0f, affine, out_f,
              bias ? bias->ptr<float>() : nullptr, cpu::max_threads(),

@@ -108,26 +108,37 @@ TANDEM_AVX2_INLINE __m256i mask8(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : int(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// The sum of 16 floats' lanes into 8 double lanes each (low and high halves): fixed lanes.
+// 16 floats as two vectors of 8 doubles (lanes 0-7, 8-15); 8 floats as two of 4.
+TANDEM_AVX512_INLINE void split_pd(__m512 v, __m512d& lo, __m512d& hi) {
+  const __m512d bits = _mm512_castps_pd(v);
+  lo = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 0)));
+  hi = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 1)));
+}
+
+TANDEM_AVX2_INLINE void split_pd(__m256 v, __m256d& lo, __m256d& hi) {
+  lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+}
+
+// The sum of 16 (8) floats' lanes into two vectors of double lanes: fixed lanes.
 TANDEM_AVX512_INLINE void add_to_double_lanes(__m512 e, __m512d& low, __m512d& high) {
-  const __m256 upper = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(e), 1));
-  const __m256 lower = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(e), 0));
-  low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(0xFF, lower));
-  high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(0xFF, upper));
+  __m512d lo, hi;
+  split_pd(e, lo, hi);
+  low = _mm512_add_pd(low, lo);
+  high = _mm512_add_pd(high, hi);
 }
 
 TANDEM_AVX2_INLINE void add_to_double_lanes(__m256 e, __m256d& low, __m256d& high) {
-  low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-  high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  __m256d lo, hi;
+  split_pd(e, lo, hi);
+  low = _mm256_add_pd(low, lo);
+  high = _mm256_add_pd(high, hi);
 }
 
-
-// Layer norm rows: the 16 floats at p (lanes from `left` on zero) as two vectors of 8 doubles,
-// and back; lane masks of 8-double halves.
+// Layer norm rows: the 16 (8) floats at p (lanes from `left` on zero) as double lanes, and back;
+// lane masks of 8-double halves.
 TANDEM_AVX512_INLINE void load16_pd(const float* p, int64_t left, __m512d& lo, __m512d& hi) {
-  const __m512d v = _mm512_castps_pd(_mm512_maskz_loadu_ps(mask16(left), p));
-  lo = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 0)));
-  hi = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+  split_pd(_mm512_maskz_loadu_ps(mask16(left), p), lo, hi);
 }
 
 TANDEM_AVX512_INLINE __m512 to_ps16(__m512d lo, __m512d hi) {
@@ -141,9 +152,7 @@ TANDEM_AVX512_INLINE __mmask8 mask8d(int64_t left) {
 }
 
 TANDEM_AVX2_INLINE void load8_pd(const float* p, int64_t left, __m256d& lo, __m256d& hi) {
-  const __m256 v = _mm256_maskload_ps(p, mask8(left));
-  lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+  split_pd(_mm256_maskload_ps(p, mask8(left)), lo, hi);
 }
 
 TANDEM_AVX2_INLINE __m256 to_ps8(__m256d lo, __m256d hi) {
@@ -161,17 +170,14 @@ TANDEM_AVX512_INLINE void scaled_g16(const float* gy, const float* gamma, int64_
                                      __m512d& hi) {
   __m512 g = _mm512_maskz_loadu_ps(mask16(n - i), gy + i);
   if (gamma) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(mask16(n - i), gamma + i));
-  const __m512d v = _mm512_castps_pd(g);
-  lo = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 0)));
-  hi = _mm512_maskz_cvtps_pd(0xFF, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+  split_pd(g, lo, hi);
 }
 
 TANDEM_AVX2_INLINE void scaled_g8(const float* gy, const float* gamma, int64_t n, int64_t i, __m256d& lo,
                                   __m256d& hi) {
   __m256 g = _mm256_maskload_ps(gy + i, mask8(n - i));
   if (gamma) g = _mm256_mul_ps(g, _mm256_maskload_ps(gamma + i, mask8(n - i)));
-  lo = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
-  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+  split_pd(g, lo, hi);
 }
 
 // Lane sums added in lane order.
